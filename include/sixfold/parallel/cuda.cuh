@@ -1,0 +1,189 @@
+// sixfold/parallel/cuda.cuh — reduce, scans and segmented reduce over any Monoid on the GPU.
+//
+// The same monoid types as the CPU (algebra/instances.hpp) drive CUB's device algorithms:
+// CombineOp<M> is the binary operator, M::identity() the initial value. CUB's DeviceScan keeps
+// operand order, so scans are correct for non-commutative monoids. CUB's DeviceReduce and
+// DeviceSegmentedReduce may reorder operands, so they serve only monoids tagged commutative;
+// the others go through an order-preserving tile reduction (blocked loads, cub::BlockReduce,
+// tile results folded left to right).
+//
+// All functions are asynchronous in `stream`, take 64-bit sizes, allocate their temporary
+// storage stream-ordered (cudaMallocAsync: no device-wide synchronization, capturable in CUDA
+// graphs) and throw sixfold::Error when a CUDA call fails. Include from .cu files only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
+
+#include "sixfold/algebra/monoid.hpp"
+#include "sixfold/runtime/error.hpp"
+
+namespace sixfold::parallel::cuda {
+
+using algebra::CombineOp;
+using algebra::Monoid;
+
+inline void check_cuda(cudaError_t e, const char* where) {
+  if (e != cudaSuccess) throw_error(where, std::string("CUDA error: ") + cudaGetErrorString(e));
+}
+
+namespace detail {
+
+// Stream-ordered scratch memory for one CUB call.
+class Scratch {
+ public:
+  Scratch(std::size_t bytes, cudaStream_t s, const char* where) : stream_(s) {
+    if (bytes) check_cuda(cudaMallocAsync(&ptr_, bytes, s), where);
+  }
+  ~Scratch() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// Calls run(temp, bytes) twice, CUB's way: once to size the scratch, once to do the work.
+template <class Run>
+void with_scratch(cudaStream_t stream, const char* where, Run&& run) {
+  std::size_t bytes = 0;
+  check_cuda(run(nullptr, bytes), where);
+  Scratch scratch(bytes, stream, where);
+  check_cuda(run(scratch.get(), bytes), where);
+}
+
+// Order-preserving reduction tile: each thread folds kItems consecutive elements, then the
+// block reduces the threads' results in thread order.
+struct OrderedReduceConfig {
+  static constexpr int kThreads = 256;
+  static constexpr int kItems = 4;
+  static constexpr int kTile = kThreads * kItems;  // (kThreads × kItems) elements per tile
+};
+
+// Folds x[lo, hi) in order; the result is valid in thread 0.
+template <Monoid M>
+__device__ typename M::value_type ordered_block_fold(const typename M::value_type* x,
+                                                     std::int64_t lo, std::int64_t hi, M m) {
+  using V = typename M::value_type;
+  using C = OrderedReduceConfig;
+  using Load = cub::BlockLoad<V, C::kThreads, C::kItems, cub::BLOCK_LOAD_TRANSPOSE>;
+  using Reduce = cub::BlockReduce<V, C::kThreads>;
+  __shared__ union {
+    typename Load::TempStorage load;
+    typename Reduce::TempStorage reduce;
+  } smem;
+  V acc = m.identity();
+  for (std::int64_t base = lo; base < hi; base += C::kTile) {
+    const int valid = int(hi - base < C::kTile ? hi - base : C::kTile);
+    V items[C::kItems];
+    Load(smem.load).Load(x + base, items, valid, m.identity());  // padding: the identity
+    __syncthreads();
+    V mine = items[0];
+#pragma unroll
+    for (int i = 1; i < C::kItems; ++i) mine = m.combine(mine, items[i]);
+    const V tile = Reduce(smem.reduce).Reduce(mine, CombineOp<M>{m});
+    __syncthreads();
+    if (threadIdx.x == 0) acc = m.combine(acc, tile);
+  }
+  return acc;
+}
+
+template <Monoid M>
+__global__ void __launch_bounds__(OrderedReduceConfig::kThreads)
+ordered_reduce_kernel(const typename M::value_type* x, std::int64_t n,
+                      typename M::value_type* partial, M m) {
+  const std::int64_t per = (n + gridDim.x - 1) / gridDim.x;
+  const std::int64_t lo = per * blockIdx.x, hi = lo + per < n ? lo + per : n;
+  const auto r = ordered_block_fold(x, lo < n ? lo : n, hi, m);
+  if (threadIdx.x == 0) partial[blockIdx.x] = r;
+}
+
+template <Monoid M, class Offset>
+__global__ void __launch_bounds__(OrderedReduceConfig::kThreads)
+ordered_segmented_kernel(const typename M::value_type* x, const Offset* offsets,
+                         typename M::value_type* out, M m) {
+  const std::int64_t s = blockIdx.x;
+  const auto r = ordered_block_fold(x, std::int64_t(offsets[s]), std::int64_t(offsets[s + 1]), m);
+  if (threadIdx.x == 0) out[s] = r;
+}
+
+}  // namespace detail
+
+template <Monoid M>
+void inclusive_scan(const typename M::value_type* in, typename M::value_type* out,
+                    std::int64_t n, M m = M{}, cudaStream_t stream = 0) {
+  if (n == 0) return;
+  detail::with_scratch(stream, "sixfold::cuda::inclusive_scan", [&](void* t, std::size_t& b) {
+    return cub::DeviceScan::InclusiveScan(t, b, in, out, CombineOp<M>{m}, n, stream);
+  });
+}
+
+template <Monoid M>
+void exclusive_scan(const typename M::value_type* in, typename M::value_type* out,
+                    std::int64_t n, M m = M{}, cudaStream_t stream = 0) {
+  if (n == 0) return;
+  detail::with_scratch(stream, "sixfold::cuda::exclusive_scan", [&](void* t, std::size_t& b) {
+    return cub::DeviceScan::ExclusiveScan(t, b, in, out, CombineOp<M>{m}, m.identity(), n,
+                                          stream);
+  });
+}
+
+// *out (device memory) = reduction of in[0, n).
+template <Monoid M>
+void reduce(const typename M::value_type* in, typename M::value_type* out, std::int64_t n,
+            M m = M{}, cudaStream_t stream = 0) {
+  using V = typename M::value_type;
+  const char* where = "sixfold::cuda::reduce";
+  if constexpr (algebra::is_commutative_v<M>) {
+    detail::with_scratch(stream, where, [&](void* t, std::size_t& b) {
+      return cub::DeviceReduce::Reduce(t, b, in, out, n, CombineOp<M>{m}, m.identity(), stream);
+    });
+  } else {
+    using C = detail::OrderedReduceConfig;
+    int device = 0, sms = 0;
+    check_cuda(cudaGetDevice(&device), where);
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), where);
+    const std::int64_t tiles = (n + C::kTile - 1) / C::kTile;
+    const int blocks = int(tiles < 4 * sms ? (tiles > 0 ? tiles : 1) : 4 * sms);
+    detail::Scratch partial(sizeof(V) * blocks, stream, where);
+    auto* p = static_cast<V*>(partial.get());
+    detail::ordered_reduce_kernel<<<blocks, C::kThreads, 0, stream>>>(in, n, p, m);
+    check_cuda(cudaGetLastError(), where);
+    detail::ordered_reduce_kernel<<<1, C::kThreads, 0, stream>>>(p, blocks, out, m);
+    check_cuda(cudaGetLastError(), where);
+  }
+}
+
+// out[s] = reduction of in[offsets[s], offsets[s+1]) for s < segments.
+template <Monoid M, class Offset>
+void segmented_reduce(const typename M::value_type* in, const Offset* offsets,
+                      typename M::value_type* out, std::int64_t segments, M m = M{},
+                      cudaStream_t stream = 0) {
+  const char* where = "sixfold::cuda::segmented_reduce";
+  if (segments == 0) return;
+  if constexpr (algebra::is_commutative_v<M>) {
+    detail::with_scratch(stream, where, [&](void* t, std::size_t& b) {
+      return cub::DeviceSegmentedReduce::Reduce(t, b, in, out, segments, offsets, offsets + 1,
+                                                CombineOp<M>{m}, m.identity(), stream);
+    });
+  } else {
+    using C = detail::OrderedReduceConfig;
+    detail::ordered_segmented_kernel<<<unsigned(segments), C::kThreads, 0, stream>>>(
+        in, offsets, out, m);
+    check_cuda(cudaGetLastError(), where);
+  }
+}
+
+}  // namespace sixfold::parallel::cuda
