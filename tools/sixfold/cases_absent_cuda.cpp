@@ -1,0 +1,13 @@
+// A CPU-only build of the tool: no GPU cases, and no event timer to call.
+#include "bench.hpp"
+#include "sixfold/runtime/error.hpp"
+
+namespace sixfold::bench {
+
+double gpu_time_ms(const std::function<void()>&) {
+  throw_error("sixfold bench", "GPU timing requested in a build without the CUDA backend");
+}
+
+void register_cuda_cases() {}
+
+}  // namespace sixfold::bench
