@@ -15,6 +15,11 @@
 // Contracts: sizes are 64-bit (beyond 2^31 elements); in == out (in place) is allowed for the
 // scans; any other overlap is undefined. Floating-point results depend on the thread count
 // (the association order does), not on timing: the same machine gives the same bits.
+// Subnormal results are flushed to zero while these algorithms run (the x86 FTZ bit, restored
+// on return; inputs are not flushed, so comparisons such as Max see every value as it is).
+// Without it a decaying product — the `a` of an Affine scan with |a| < 1 — sticks at the
+// smallest subnormal, and every later multiply takes the slow microcode path: 44 ns instead of
+// 3 ns per element on the Xeon we measure on. GPUs behave this way in their fast modes too.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +28,9 @@
 #include <vector>
 
 #include <omp.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "sixfold/algebra/instances.hpp"
 #include "sixfold/algebra/monoid.hpp"
@@ -33,6 +41,17 @@ namespace sixfold::parallel::cpu {
 using algebra::Monoid;
 
 namespace detail {
+
+// Sets flush-to-zero for this thread for its lifetime (see the file comment).
+class FlushToZero {
+ public:
+#if defined(__SSE__)
+  FlushToZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | _MM_FLUSH_ZERO_ON); }
+  ~FlushToZero() { _mm_setcsr(saved_); }
+ private:
+  unsigned saved_;
+#endif
+};
 
 // Below this many elements one thread does the work: a parallel region costs ~µs.
 inline constexpr std::int64_t kSerialCutoff = std::int64_t(1) << 15;
@@ -57,11 +76,32 @@ typename M::value_type fold(const M& m, typename M::value_type acc, std::int64_t
   return acc;
 }
 
+// Generic monoids have a loop-carried dependency through combine (Affine: a multiply and an
+// FMA, ~8 cycles). Folding kLanes contiguous stretches of a block in one interleaved loop keeps
+// kLanes independent chains in flight; the stretches are combined left to right afterwards,
+// so operand order is kept. (Affine f32, 2-core Xeon: 3.0 -> 1.1 ns per element and thread.)
+inline constexpr int kLanes = 4;
+
+template <Monoid M>
+typename M::value_type fold_lanes(const M& m, const typename M::value_type* x, std::int64_t n) {
+  using V = typename M::value_type;
+  if (n < 64 * kLanes) return fold(m, m.identity(), 0, n, [x](std::int64_t i) { return x[i]; });
+  const std::int64_t q = n / kLanes;
+  V acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = m.identity();
+  for (std::int64_t i = 0; i < q; ++i)
+    for (int j = 0; j < kLanes; ++j) acc[j] = m.combine(acc[j], x[j * q + i]);
+  for (std::int64_t i = kLanes * q; i < n; ++i) acc[kLanes - 1] = m.combine(acc[kLanes - 1], x[i]);
+  V r = acc[0];
+  for (int j = 1; j < kLanes; ++j) r = m.combine(r, acc[j]);
+  return r;
+}
+
 // Fold of a contiguous block; vectorized where the monoid and element type allow.
 template <Monoid M>
 typename M::value_type fold_block(const M& m, const typename M::value_type* x, std::int64_t n) {
   if constexpr (simd::has_block_kernels<M>) return simd::BlockKernels<M>::fold(x, n);
-  else return fold(m, m.identity(), 0, n, [x](std::int64_t i) { return x[i]; });
+  else return fold_lanes(m, x, n);
 }
 
 // Scan of a contiguous block after `carry`; returns the carry after the block.
@@ -73,12 +113,25 @@ typename M::value_type scan_block(const M& m, const typename M::value_type* x,
     return simd::BlockKernels<M>::template scan<Exclusive>(x, y, n, carry, stream_stores);
   } else {
     (void)stream_stores;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto next = m.combine(carry, x[i]);  // read x[i] before writing y[i]: in place
-      y[i] = Exclusive ? carry : next;
-      carry = next;
+    using V = typename M::value_type;
+    // Lane j scans the j-th stretch from its own carry-in: carry · (stretches before j).
+    const std::int64_t q = n < 64 * kLanes ? 0 : n / kLanes;
+    V c[kLanes];
+    c[0] = carry;
+    for (int j = 1; j < kLanes; ++j) c[j] = m.combine(c[j - 1], fold_lanes(m, x + (j - 1) * q, q));
+    for (std::int64_t i = 0; i < q; ++i)
+      for (int j = 0; j < kLanes; ++j) {
+        const V next = m.combine(c[j], x[j * q + i]);  // read x before writing y: in place
+        y[j * q + i] = Exclusive ? c[j] : next;
+        c[j] = next;
+      }
+    V last = q ? c[kLanes - 1] : carry;
+    for (std::int64_t i = kLanes * q; i < n; ++i) {
+      const V next = m.combine(last, x[i]);
+      y[i] = Exclusive ? last : next;
+      last = next;
     }
-    return carry;
+    return last;
   }
 }
 
@@ -92,6 +145,7 @@ void scan(std::span<const typename M::value_type> in, std::span<typename M::valu
   const int nt = threads_for(n);
   const bool stream = n * std::int64_t(sizeof(V)) >= simd::streaming_store_threshold_bytes();
   if (nt <= 1) {
+    FlushToZero ftz;
     scan_block<Exclusive>(m, x, y, n, m.identity(), stream);
     return;
   }
@@ -100,6 +154,7 @@ void scan(std::span<const typename M::value_type> in, std::span<typename M::valu
   std::vector<V> partial(2 * std::size_t(nt));  // double-buffered: one barrier per superblock
 #pragma omp parallel num_threads(nt)
   {
+    FlushToZero ftz;
     const int t = omp_get_thread_num();
     V carry = m.identity();  // every thread tracks the same running carry
     std::int64_t step = 0;
@@ -126,14 +181,19 @@ template <Monoid M, class Lift>
 typename M::value_type reduce_lifted(std::int64_t n, const Lift& lift, const M& m = M{}) {
   using V = typename M::value_type;
   const int nt = detail::threads_for(n);
-  if (nt <= 1) return detail::fold(m, m.identity(), 0, n, lift);
+  if (nt <= 1) {
+    detail::FlushToZero ftz;
+    return detail::fold(m, m.identity(), 0, n, lift);
+  }
   std::vector<V> partial(std::size_t(nt), m.identity());
 #pragma omp parallel num_threads(nt)
   {
+    detail::FlushToZero ftz;
     const int t = omp_get_thread_num();
     const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
     partial[std::size_t(t)] = detail::fold(m, m.identity(), lo, hi, lift);
   }
+  detail::FlushToZero ftz;
   V acc = m.identity();
   for (const V& p : partial) acc = m.combine(acc, p);
   return acc;
@@ -145,10 +205,14 @@ typename M::value_type reduce(std::span<const typename M::value_type> in, const 
   const std::int64_t n = std::int64_t(in.size());
   const V* x = in.data();
   const int nt = detail::threads_for(n);
-  if (nt <= 1) return detail::fold_block(m, x, n);
+  if (nt <= 1) {
+    detail::FlushToZero ftz;
+    return detail::fold_block(m, x, n);
+  }
   std::vector<V> partial(std::size_t(nt), m.identity());
 #pragma omp parallel num_threads(nt)
   {
+    detail::FlushToZero ftz;
     const int t = omp_get_thread_num();
     const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
     partial[std::size_t(t)] = detail::fold_block(m, x + lo, hi - lo);
@@ -180,10 +244,14 @@ void segmented_reduce(std::span<const typename M::value_type> in, std::span<cons
   const int nt = omp_get_max_threads();
   if (segments >= 4 * std::int64_t(nt) || std::int64_t(in.size()) < detail::kSerialCutoff) {
     // Many segments: whole segments per thread, dynamically balanced.
-#pragma omp parallel for schedule(dynamic, 64) if (std::int64_t(in.size()) >= detail::kSerialCutoff)
-    for (std::int64_t s = 0; s < segments; ++s)
-      out[std::size_t(s)] = detail::fold_block(m, in.data() + offsets[s],
-                                               std::int64_t(offsets[s + 1] - offsets[s]));
+#pragma omp parallel if (std::int64_t(in.size()) >= detail::kSerialCutoff)
+    {
+      detail::FlushToZero ftz;
+#pragma omp for schedule(dynamic, 64)
+      for (std::int64_t s = 0; s < segments; ++s)
+        out[std::size_t(s)] = detail::fold_block(m, in.data() + offsets[s],
+                                                 std::int64_t(offsets[s + 1] - offsets[s]));
+    }
   } else {
     // Few (possibly huge) segments: every segment gets all threads.
     for (std::int64_t s = 0; s < segments; ++s)
