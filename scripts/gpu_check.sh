@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh LOGDIR — everything sixfold checks on a Hopper GPU machine, in one go:
+# build with the CUDA backend (sm_90a), all tests with the GPU required, compute-sanitizer
+# memcheck on the small CUDA cases, `sixfold verify` on the GPU, the machine's ceilings and the
+# CPU + GPU bench rows. Logs and JSON land in LOGDIR; a summary is printed last.
+#
+# The machine needs nvcc, CMake, ninja and a C++ compiler, nothing installed: where the header
+# libraries (GoogleTest, CLI11, fmt, nlohmann-json) are missing, put their Debian .debs in .deps/
+# (scripts/fetch_deps.sh does that) and they are unpacked into a private prefix, never into /.
+set -uo pipefail
+out=${1:?usage: scripts/gpu_check.sh LOGDIR}
+mkdir -p "$out"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${SIXFOLD_GPU_BUILD:-build-gpu}
+status=0
+step() { echo "== $*" | tee -a "$out/summary.txt"; }
+
+prefix_args=()
+if compgen -G ".deps/*.deb" >/dev/null; then
+  prefix=/tmp/sixfold-deps
+  for f in .deps/*.deb; do dpkg -x "$f" "$prefix"; done
+  arch=$prefix/usr/lib/x86_64-linux-gnu/cmake
+  prefix_args=(-DCMAKE_PREFIX_PATH="$prefix/usr" -DGTest_DIR="$arch/GTest" -Dfmt_DIR="$arch/fmt"
+               -DCLI11_DIR="$prefix/usr/share/cmake/CLI11"
+               -Dnlohmann_json_DIR="$prefix/usr/share/cmake/nlohmann_json")
+fi
+
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+step "configure + build ($build)"
+{ cmake -S . -B "$build" -G Ninja -DSIXFOLD_CUDA=ON "${prefix_args[@]}" &&
+  cmake --build "$build" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { status=1; tail -40 "$out/build.log"; }
+
+step "ctest (GPU required)"
+SIXFOLD_REQUIRE_GPU=1 ctest --test-dir "$build" --output-on-failure -j 4 >"$out/ctest.log" 2>&1 || status=1
+tail -5 "$out/ctest.log" | tee -a "$out/summary.txt"
+
+step "compute-sanitizer memcheck (small CUDA cases)"
+SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
+  "$build/tests/test_parallel_cuda" >"$out/memcheck.log" 2>&1 || status=1
+grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -3 | tee -a "$out/summary.txt"
+
+cli="$build/tools/sixfold/sixfold"
+step "ceilings"
+"$cli" ceilings --remeasure 2>&1 | tee -a "$out/summary.txt"
+step "verify"
+"$cli" verify >"$out/verify.log" 2>&1 || status=1
+tail -1 "$out/verify.log" | tee -a "$out/summary.txt"
+step "laws"
+"$cli" laws --counterexamples >"$out/laws.log" 2>&1 || status=1
+tail -1 "$out/laws.log" | tee -a "$out/summary.txt"
+step "bench (GPU rows)"
+"$cli" bench --backend cuda --json >"$out/bench_cuda.json" 2>"$out/bench_cuda.err" || status=1
+"$cli" bench --backend cuda --seconds 0.5 --svg "$out/roofline_cuda.svg" 2>&1 | tail -12 | tee -a "$out/summary.txt"
+echo "status=$status" | tee -a "$out/summary.txt"
+exit $status
