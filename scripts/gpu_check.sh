@@ -50,7 +50,8 @@ step "laws"
 "$cli" laws --counterexamples >"$out/laws.log" 2>&1 || status=1
 tail -1 "$out/laws.log" | tee -a "$out/summary.txt"
 step "bench (GPU rows)"
-"$cli" bench --backend cuda --json >"$out/bench_cuda.json" 2>"$out/bench_cuda.err" || status=1
-"$cli" bench --backend cuda --seconds 0.5 --svg "$out/roofline_cuda.svg" 2>&1 | tail -12 | tee -a "$out/summary.txt"
+"$cli" bench --backend cuda --json-file "$out/bench_cuda.json" --svg "$out/roofline_cuda.svg" \
+  >"$out/bench_cuda.txt" 2>&1 || status=1
+tail -13 "$out/bench_cuda.txt" | tee -a "$out/summary.txt"
 echo "status=$status" | tee -a "$out/summary.txt"
 exit $status

@@ -95,7 +95,8 @@ int cmd_verify(const std::vector<std::string>& ops, const std::string& backend) 
 }
 
 int cmd_bench(const std::vector<std::string>& ops, const std::string& backend, std::int64_t n_override,
-              bool json, bool jsonl, const std::string& svg, double seconds) {
+              bool json, bool jsonl, const std::string& svg, const std::string& json_file,
+              double seconds) {
   const bool tty = isatty(2);
   const bool with_gpu = backend != "cpu";
   if (tty) fmt::print(stderr, "measuring or loading ceilings ({})...\n", ceilings_cache_path());
@@ -121,6 +122,7 @@ int cmd_bench(const std::vector<std::string>& ops, const std::string& backend, s
   }
   if (json) fmt::print("{}\n", to_json(rows, ceil, true));
   else if (!jsonl) fmt::print("\n{}", format_table(rows));
+  if (!json_file.empty()) std::ofstream(json_file) << to_json(rows, ceil, true) << '\n';
   if (!svg.empty()) {
     std::ofstream(svg) << roofline_svg(rows, ceil);
     fmt::print(stderr, "roofline written to {}\n", svg);
@@ -154,7 +156,7 @@ int main(int argc, char** argv) {
 
   auto* bench = app.add_subcommand("bench", "Time naive, sixfold and peers side by side; report against the roofline");
   std::vector<std::string> bench_ops;
-  std::string bench_backend = "all", svg;
+  std::string bench_backend = "all", svg, json_file;
   std::int64_t n = 0;
   bool json = false, jsonl = false;
   double seconds = 1.0;
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
   auto* jf = bench->add_flag("--json", json, "One JSON document on stdout");
   bench->add_flag("--jsonl", jsonl, "One JSON object per row, streamed")->excludes(jf);
   bench->add_option("--svg", svg, "Write the roofline plot to this SVG file");
+  bench->add_option("--json-file", json_file, "Also write the JSON document to this file");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -188,7 +191,7 @@ int main(int argc, char** argv) {
     }
     if (*laws) return cmd_laws(trials, counterexamples);
     if (*verify) return cmd_verify(verify_ops, verify_backend);
-    if (*bench) return cmd_bench(bench_ops, bench_backend, n, json, jsonl, svg, seconds);
+    if (*bench) return cmd_bench(bench_ops, bench_backend, n, json, jsonl, svg, json_file, seconds);
   } catch (const Error& e) {
     fmt::print(stderr, "sixfold: {}\n", e.what());
     return 1;
