@@ -23,6 +23,9 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 
+#include <cuda/std/functional>
+
+#include "sixfold/algebra/instances.hpp"
 #include "sixfold/algebra/monoid.hpp"
 #include "sixfold/runtime/error.hpp"
 
@@ -62,6 +65,18 @@ void with_scratch(cudaStream_t stream, const char* where, Run&& run) {
   check_cuda(run(nullptr, bytes), where);
   Scratch scratch(bytes, stream, where);
   check_cuda(run(scratch.get(), bytes), where);
+}
+
+// CUB picks tuned policies by operator: a Sum over an arithmetic type is handed over as
+// cuda::std::plus (same arithmetic, same order), which selects them; any other monoid goes
+// as CombineOp and gets CUB's generic policies. (H200, 1e8 f32: inclusive scan 0.362 ms with
+// CombineOp<Sum<float>>, 0.266 ms with plus.)
+template <class M> struct is_arithmetic_sum : std::false_type {};
+template <class T> struct is_arithmetic_sum<algebra::Sum<T>> : std::is_arithmetic<T> {};
+
+template <Monoid M> auto cub_op(const M& m) {
+  if constexpr (is_arithmetic_sum<M>::value) return ::cuda::std::plus<typename M::value_type>{};
+  else return CombineOp<M>{m};
 }
 
 // Order-preserving reduction tile: each thread folds kItems consecutive elements, then the
@@ -126,7 +141,7 @@ void inclusive_scan(const typename M::value_type* in, typename M::value_type* ou
                     std::int64_t n, M m = M{}, cudaStream_t stream = 0) {
   if (n == 0) return;
   detail::with_scratch(stream, "sixfold::cuda::inclusive_scan", [&](void* t, std::size_t& b) {
-    return cub::DeviceScan::InclusiveScan(t, b, in, out, CombineOp<M>{m}, n, stream);
+    return cub::DeviceScan::InclusiveScan(t, b, in, out, detail::cub_op(m), n, stream);
   });
 }
 
@@ -135,7 +150,7 @@ void exclusive_scan(const typename M::value_type* in, typename M::value_type* ou
                     std::int64_t n, M m = M{}, cudaStream_t stream = 0) {
   if (n == 0) return;
   detail::with_scratch(stream, "sixfold::cuda::exclusive_scan", [&](void* t, std::size_t& b) {
-    return cub::DeviceScan::ExclusiveScan(t, b, in, out, CombineOp<M>{m}, m.identity(), n,
+    return cub::DeviceScan::ExclusiveScan(t, b, in, out, detail::cub_op(m), m.identity(), n,
                                           stream);
   });
 }
@@ -148,7 +163,7 @@ void reduce(const typename M::value_type* in, typename M::value_type* out, std::
   const char* where = "sixfold::cuda::reduce";
   if constexpr (algebra::is_commutative_v<M>) {
     detail::with_scratch(stream, where, [&](void* t, std::size_t& b) {
-      return cub::DeviceReduce::Reduce(t, b, in, out, n, CombineOp<M>{m}, m.identity(), stream);
+      return cub::DeviceReduce::Reduce(t, b, in, out, n, detail::cub_op(m), m.identity(), stream);
     });
   } else {
     using C = detail::OrderedReduceConfig;
@@ -176,7 +191,7 @@ void segmented_reduce(const typename M::value_type* in, const Offset* offsets,
   if constexpr (algebra::is_commutative_v<M>) {
     detail::with_scratch(stream, where, [&](void* t, std::size_t& b) {
       return cub::DeviceSegmentedReduce::Reduce(t, b, in, out, segments, offsets, offsets + 1,
-                                                CombineOp<M>{m}, m.identity(), stream);
+                                                detail::cub_op(m), m.identity(), stream);
     });
   } else {
     using C = detail::OrderedReduceConfig;
