@@ -9,7 +9,9 @@
 //
 // All functions are asynchronous in `stream`, take 64-bit sizes, allocate their temporary
 // storage stream-ordered (cudaMallocAsync: no device-wide synchronization, capturable in CUDA
-// graphs) and throw sixfold::Error when a CUDA call fails. Include from .cu files only.
+// graphs) and throw sixfold::Error when a CUDA call fails. The first call on a device raises
+// its default memory pool's release threshold to 256 MiB (see keep_pool_memory), so scratch is
+// reused instead of re-mapped. Include from .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,11 +42,34 @@ inline void check_cuda(cudaError_t e, const char* where) {
 
 namespace detail {
 
+// The default memory pool returns its memory to the driver at every synchronization unless
+// told to keep some; re-mapping it then costs ~40 µs per call (H200: scan of 1e8 f32 took
+// 0.302 ms against CUB's 0.263 ms called with preallocated scratch). Keep up to 256 MiB
+// cached in the pool of each device we run on — scratch for scans of 2^32 elements fits.
+inline void keep_pool_memory(const char* where) {
+  constexpr int kMaxDevices = 64;
+  static bool done[kMaxDevices] = {};
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), where);
+  if (device >= kMaxDevices || done[device]) return;
+  cudaMemPool_t pool;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), where);
+  std::uint64_t keep = 0;
+  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), where);
+  if (keep < (std::uint64_t(256) << 20)) {
+    keep = std::uint64_t(256) << 20;
+    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), where);
+  }
+  done[device] = true;
+}
+
 // Stream-ordered scratch memory for one CUB call.
 class Scratch {
  public:
   Scratch(std::size_t bytes, cudaStream_t s, const char* where) : stream_(s) {
-    if (bytes) check_cuda(cudaMallocAsync(&ptr_, bytes, s), where);
+    if (!bytes) return;
+    keep_pool_memory(where);
+    check_cuda(cudaMallocAsync(&ptr_, bytes, s), where);
   }
   ~Scratch() {
     if (ptr_) cudaFreeAsync(ptr_, stream_);
