@@ -45,6 +45,7 @@ step "ceilings"
 "$cli" ceilings --remeasure 2>&1 | tee -a "$out/summary.txt"
 step "verify"
 "$cli" verify >"$out/verify.log" 2>&1 || status=1
+grep -E "^(FAIL|over)" "$out/verify.log" | tee -a "$out/summary.txt"
 tail -1 "$out/verify.log" | tee -a "$out/summary.txt"
 step "laws"
 "$cli" laws --counterexamples >"$out/laws.log" 2>&1 || status=1

@@ -69,7 +69,6 @@ int cmd_laws(int trials, bool counterexamples) {
 
 int cmd_verify(const std::vector<std::string>& ops, const std::string& backend) {
   int failures = 0, checks = 0;
-  const bool tty = isatty(2);
   for (auto& f : registry()) {
     if (!wanted(f, ops, backend)) continue;
     for (std::int64_t n : f.verify_sizes) {
@@ -81,12 +80,14 @@ int cmd_verify(const std::vector<std::string>& ops, const std::string& backend) 
         if (c->sync) c->sync();
         const double err = impl.error();
         const bool pass = err <= c->tolerance;
+        // A peer over the tolerance is reported (it is how users compute this today), but only
+        // sixfold's own implementations fail the run.
+        const bool ours = impl.kind == ImplKind::sixfold;
         ++checks;
-        failures += !pass;
-        if (!pass || tty || true)
-          fmt::print("{:<4} {:<7} {:<12} {:<5} n={:<9} {:<24} max_rel_error {:.2e} (tol {:.0e})\n",
-                     pass ? "ok" : "FAIL", f.op, f.workload, name(f.backend), n, impl.name, err,
-                     c->tolerance);
+        failures += !pass && ours;
+        fmt::print("{:<4} {:<7} {:<12} {:<5} n={:<9} {:<24} max_rel_error {:.2e} (tol {:.0e})\n",
+                   pass ? "ok" : (ours ? "FAIL" : "over"), f.op, f.workload, name(f.backend), n,
+                   impl.name, err, c->tolerance);
       }
     }
   }

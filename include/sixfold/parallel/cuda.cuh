@@ -46,9 +46,13 @@ namespace detail {
 // told to keep some; re-mapping it then costs ~40 µs per call (H200: scan of 1e8 f32 took
 // 0.302 ms against CUB's 0.263 ms called with preallocated scratch). Keep up to 256 MiB
 // cached in the pool of each device we run on — scratch for scans of 2^32 elements fits.
-inline void keep_pool_memory(const char* where) {
+// Skipped while `stream` is being captured into a graph: pool calls are not permitted then.
+inline void keep_pool_memory(cudaStream_t stream, const char* where) {
   constexpr int kMaxDevices = 64;
   static bool done[kMaxDevices] = {};
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capturing), where);
+  if (capturing != cudaStreamCaptureStatusNone) return;
   int device = 0;
   check_cuda(cudaGetDevice(&device), where);
   if (device >= kMaxDevices || done[device]) return;
@@ -68,7 +72,7 @@ class Scratch {
  public:
   Scratch(std::size_t bytes, cudaStream_t s, const char* where) : stream_(s) {
     if (!bytes) return;
-    keep_pool_memory(where);
+    keep_pool_memory(s, where);
     check_cuda(cudaMallocAsync(&ptr_, bytes, s), where);
   }
   ~Scratch() {
