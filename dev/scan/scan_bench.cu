@@ -25,6 +25,11 @@
 //                                  resident blocks; expect ~82-85% (best guess for the winner).
 //   v4 lookback_128x32  (4096/tile) small 4-warp blocks: cheap syncs, many resident blocks to hide
 //                                  a block's look-back wait; expect ~78-82%.
+// Measured (H200, 2026-11-21, one run; memcpy d2d 0.1939 ms = 4125 GB/s):
+//   v0 CUB 0.2617 ms 74.1% | v1 0.3019 64.2% | v2 0.2958 65.6% | v3 0.2715 71.4% | v4 0.2693 72.0%.
+//   Every prediction missed by 10-15 points: none of the own variants beats CUB. Not yet
+//   explained; candidates to test next: the per-call memset of the status array, the look-back
+//   spin without backoff, and the .cs hints (see docs/perf/foundation.md).
 // ptxas (nvcc 13.0, sm_90a), no spills: v1 36 regs (6 blocks/SM), v2 36 (3), v3 63 (4), v4 56 (9);
 // input loaded with ld.global.cs (streaming), output stored with st.global.cs.
 #include <cub/cub.cuh>
