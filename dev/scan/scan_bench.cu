@@ -27,9 +27,15 @@
 //                                  a block's look-back wait; expect ~78-82%.
 // Measured (H200, 2026-11-21, one run; memcpy d2d 0.1939 ms = 4125 GB/s):
 //   v0 CUB 0.2617 ms 74.1% | v1 0.3019 64.2% | v2 0.2958 65.6% | v3 0.2715 71.4% | v4 0.2693 72.0%.
-//   Every prediction missed by 10-15 points: none of the own variants beats CUB. Not yet
-//   explained; candidates to test next: the per-call memset of the status array, the look-back
-//   spin without backoff, and the .cs hints (see docs/perf/foundation.md).
+//   Every prediction missed by 10-15 points: none of the own variants beats CUB.
+// v5-v8 (persistent, cp.async prefetch STAGES-1 tiles ahead): predicted >= 80% by keeping loads
+//   in flight during the look-back. Measured: tile ids from the counter at prefetch time 18-23%
+//   (tiles wait on predecessors queued unprocessed in other blocks); static round-robin tiles
+//   48-57% (look-back distance grows with the block index within a round). Worse than v4.
+// v9 = v4 with the look-back removed (wrong result, timing only): 0.2017 ms, 96.7% of copy.
+//   So loads, transposes, block scans and stores cost ~3% and the look-back ~26 points: the
+//   next version must shorten or hide the look-back itself (publish aggregates of prefetched
+//   tiles as soon as they land; fewer, larger tiles per look-back; backoff in the spin).
 // ptxas (nvcc 13.0, sm_90a), no spills: v1 36 regs (6 blocks/SM), v2 36 (3), v3 63 (4), v4 56 (9);
 // input loaded with ld.global.cs (streaming), output stored with st.global.cs.
 #include <cub/cub.cuh>
@@ -133,7 +139,7 @@ __device__ __forceinline__ float lookback_exclusive_prefix(unsigned long long* s
 // conflict-free both for the warp-striped (i*32+lane)*4 and the blocked lane*ITEMS+4j patterns.
 __device__ __forceinline__ int pad(int i) { return i + ((i >> 5) << 2); }
 
-template <int THREADS, int ITEMS>
+template <int THREADS, int ITEMS, bool NO_LOOKBACK = false>
 __global__ void __launch_bounds__(THREADS)
 scan_decoupled_lookback_kernel(const float* __restrict__ in, float* __restrict__ out, long long n,
                                unsigned long long* __restrict__ lookback) {
@@ -186,7 +192,9 @@ scan_decoupled_lookback_kernel(const float* __restrict__ in, float* __restrict__
     const float w_incl = warp_inclusive_scan(w, lane);
     const float aggregate = __shfl_sync(0xffffffffu, w_incl, 31);
     float tile_prefix = 0.f;
-    if (tile == 0) {
+    if (NO_LOOKBACK) {
+      // Diagnostic only: tiles scanned independently (wrong result) to time everything else.
+    } else if (tile == 0) {
       if (lane == 0)
         StatusRef(lookback[kStatusOffset]).store(kFlagPrefix | __float_as_uint(aggregate),
                                                  cuda::memory_order_relaxed);
@@ -221,7 +229,7 @@ scan_decoupled_lookback_kernel(const float* __restrict__ in, float* __restrict__
   }
 }
 
-template <int THREADS, int ITEMS>
+template <int THREADS, int ITEMS, bool NO_LOOKBACK = false>
 void scan_decoupled_lookback(const float* in, float* out, long long n, cudaStream_t s) {
   if (n <= 0) return;
   constexpr long long TILE = THREADS * ITEMS;
@@ -232,8 +240,152 @@ void scan_decoupled_lookback(const float* in, float* out, long long n, cudaStrea
     std::exit(1);
   }
   CK(cudaMemsetAsync(g_scratch.lookback, 0, (kStatusOffset + tiles) * sizeof(unsigned long long), s));
-  scan_decoupled_lookback_kernel<THREADS, ITEMS>
+  scan_decoupled_lookback_kernel<THREADS, ITEMS, NO_LOOKBACK>
       <<<static_cast<unsigned>(tiles), THREADS, 0, s>>>(in, out, n, g_scratch.lookback);
+  CK(cudaGetLastError());
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// v5+: the same tile algorithm in a persistent, software-pipelined kernel. Each resident block
+// loops over tiles; the loads of the next STAGES-1 tiles are in flight (cp.async into shared
+// memory, zero-filled past n) while the block scans, looks back and stores the current one, so
+// a block waiting on its predecessors still keeps DRAM busy. The grid is at most the number of
+// resident blocks, so every block runs and the lowest unfinished tile always progresses.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+template <int THREADS, int ITEMS, int STAGES>
+struct PipelinedTraits {
+  static constexpr int kWarps = THREADS / 32, kTile = THREADS * ITEMS, kWarpItems = 32 * ITEMS;
+  static constexpr int kVecs = ITEMS / 4;
+  static constexpr int kWarpFloats = kWarpItems + kWarpItems / 8;     // padded, see pad()
+  static constexpr int kStageFloats = kWarps * kWarpFloats;             // (WARPS, padded warp tile)
+  static constexpr size_t kSmemBytes = size_t(STAGES) * kStageFloats * sizeof(float);
+  static_assert(ITEMS % 4 == 0 && THREADS % 32 == 0 && STAGES >= 2, "bad pipelined shape");
+};
+
+template <int THREADS, int ITEMS, int STAGES>
+__global__ void __launch_bounds__(THREADS)
+scan_lookback_pipelined_kernel(const float* __restrict__ in, float* __restrict__ out, long long n,
+                               long long tiles, unsigned long long* __restrict__ lookback) {
+  using Tr = PipelinedTraits<THREADS, ITEMS, STAGES>;
+  extern __shared__ __align__(16) float stage_mem[];  // (STAGES, WARPS, padded warp tile)
+  __shared__ float warp_prefix[Tr::kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  auto issue = [&](long long tile, int stage) {
+    if (tile < tiles) {
+      float* buf = stage_mem + stage * Tr::kStageFloats + warp * Tr::kWarpFloats;
+      const long long base = tile * Tr::kTile + static_cast<long long>(warp) * Tr::kWarpItems;
+#pragma unroll
+      for (int i = 0; i < Tr::kVecs; ++i) {
+        const long long e = base + (i * 32 + lane) * 4;
+        const long long left = n - e;
+        const int bytes = left >= 4 ? 16 : (left > 0 ? int(left) * 4 : 0);
+        cp_async_16(buf + pad((i * 32 + lane) * 4), bytes > 0 ? in + e : in, bytes);
+      }
+    }
+    cp_async_commit();  // empty groups keep the group count uniform
+  };
+
+  // Static round-robin tiles: block b takes b, b + G, b + 2G, ... so all blocks work on one
+  // round of G consecutive tiles together and a tile's predecessors are being processed right
+  // now. (Taking ids from the atomic counter at prefetch time made tiles wait on predecessors
+  // that sat unprocessed in another block's queue: 23% of copy, measured.)
+  const long long G = gridDim.x;
+  for (int p = 0; p < STAGES - 1; ++p) issue(blockIdx.x + p * G, p);
+
+  for (int it = 0;; ++it) {
+    const int s = it % STAGES, ahead = (it + STAGES - 1) % STAGES;
+    const long long tile = blockIdx.x + it * G;
+    if (tile >= tiles) break;
+    __syncthreads();  // all reads of stage `ahead` (previous iteration) are done
+    issue(tile + (STAGES - 1) * G, ahead);
+    cp_async_wait<STAGES - 1>();  // this thread's copies for stage s have landed
+    __syncwarp();                 // ... and the whole warp's (each warp reads only its own part)
+
+    float* buf = stage_mem + s * Tr::kStageFloats + warp * Tr::kWarpFloats;
+    float x[ITEMS];
+#pragma unroll
+    for (int j = 0; j < Tr::kVecs; ++j) {
+      const float4 q = *reinterpret_cast<const float4*>(buf + pad(lane * ITEMS + 4 * j));
+      x[4 * j] = q.x; x[4 * j + 1] = q.y; x[4 * j + 2] = q.z; x[4 * j + 3] = q.w;
+    }
+#pragma unroll
+    for (int k = 1; k < ITEMS; ++k) x[k] += x[k - 1];
+    const float warp_incl = warp_inclusive_scan(x[ITEMS - 1], lane);
+    const float thread_excl = shift_exclusive(warp_incl, lane);
+    if (lane == 31) warp_prefix[warp] = warp_incl;
+    __syncthreads();
+    if (warp == 0) {
+      const float w = lane < Tr::kWarps ? warp_prefix[lane] : 0.f;
+      const float w_incl = warp_inclusive_scan(w, lane);
+      const float aggregate = __shfl_sync(0xffffffffu, w_incl, 31);
+      float tile_prefix = 0.f;
+      if (tile == 0) {
+        if (lane == 0)
+          StatusRef(lookback[kStatusOffset]).store(kFlagPrefix | __float_as_uint(aggregate),
+                                                   cuda::memory_order_relaxed);
+      } else {
+        tile_prefix = lookback_exclusive_prefix(lookback + kStatusOffset, tile, aggregate, lane);
+      }
+      const float w_excl = shift_exclusive(w_incl, lane);
+      if (lane < Tr::kWarps) warp_prefix[lane] = tile_prefix + w_excl;
+    }
+    __syncthreads();
+    const float prefix = warp_prefix[warp] + thread_excl;
+#pragma unroll
+    for (int j = 0; j < Tr::kVecs; ++j)
+      *reinterpret_cast<float4*>(buf + pad(lane * ITEMS + 4 * j)) =
+          make_float4(x[4 * j] + prefix, x[4 * j + 1] + prefix, x[4 * j + 2] + prefix, x[4 * j + 3] + prefix);
+    __syncwarp();
+    const long long base = tile * Tr::kTile + static_cast<long long>(warp) * Tr::kWarpItems;
+    if (tile * Tr::kTile + Tr::kTile <= n) {
+      float4* dst = reinterpret_cast<float4*>(out + base);
+#pragma unroll
+      for (int i = 0; i < Tr::kVecs; ++i)
+        __stcs(dst + i * 32 + lane, *reinterpret_cast<const float4*>(buf + pad((i * 32 + lane) * 4)));
+    } else {
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        const int idx = (i / 4 * 32 + lane) * 4 + i % 4;
+        if (base + idx < n) out[base + idx] = buf[pad(idx)];
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+template <int THREADS, int ITEMS, int STAGES>
+void scan_lookback_pipelined(const float* in, float* out, long long n, cudaStream_t s) {
+  using Tr = PipelinedTraits<THREADS, ITEMS, STAGES>;
+  if (n <= 0) return;
+  const long long tiles = (n + Tr::kTile - 1) / Tr::kTile;
+  if (tiles > g_scratch.max_tiles || reinterpret_cast<uintptr_t>(in) % 16 || reinterpret_cast<uintptr_t>(out) % 16) {
+    std::fprintf(stderr, "scan_lookback_pipelined: scratch too small or misaligned\n");
+    std::exit(1);
+  }
+  auto kernel = scan_lookback_pipelined_kernel<THREADS, ITEMS, STAGES>;
+  static int grid = 0;
+  if (grid == 0) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Tr::kSmemBytes)));
+    int per_sm = 0, sms = 0, dev = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, Tr::kSmemBytes));
+    grid = per_sm * sms;
+    std::printf("pipelined<%d,%d,%d>: %d blocks/SM, %zu B smem\n", THREADS, ITEMS, STAGES, per_sm, Tr::kSmemBytes);
+  }
+  CK(cudaMemsetAsync(g_scratch.lookback, 0, (kStatusOffset + tiles) * sizeof(unsigned long long), s));
+  const long long blocks = std::min<long long>(grid, tiles);
+  kernel<<<static_cast<unsigned>(blocks), THREADS, Tr::kSmemBytes, s>>>(in, out, n, tiles, g_scratch.lookback);
   CK(cudaGetLastError());
 }
 
@@ -245,6 +397,12 @@ void scan_v1(const float* in, float* out, long long n, cudaStream_t s) { scan_de
 void scan_v2(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<512, 16>(in, out, n, s); }
 void scan_v3(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<256, 32>(in, out, n, s); }
 void scan_v4(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32>(in, out, n, s); }
+void scan_v5(const float* in, float* out, long long n, cudaStream_t s) { scan_lookback_pipelined<256, 16, 3>(in, out, n, s); }
+void scan_v6(const float* in, float* out, long long n, cudaStream_t s) { scan_lookback_pipelined<256, 16, 4>(in, out, n, s); }
+void scan_v7(const float* in, float* out, long long n, cudaStream_t s) { scan_lookback_pipelined<128, 32, 3>(in, out, n, s); }
+void scan_v8(const float* in, float* out, long long n, cudaStream_t s) { scan_lookback_pipelined<256, 8, 4>(in, out, n, s); }
+// Diagnostic: v4 with the look-back removed (wrong result, timing only).
+void scan_v9(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32, true>(in, out, n, s); }
 
 struct Variant {
   const char* name;
@@ -301,7 +459,10 @@ int main(int argc, char** argv) {
 
   Variant variants[] = {{"v0 cub_inclusive_scan", scan_v0, 0}, {"v1 lookback_256x16", scan_v1, 0},
                         {"v2 lookback_512x16", scan_v2, 0},    {"v3 lookback_256x32", scan_v3, 0},
-                        {"v4 lookback_128x32", scan_v4, 0}};
+                        {"v4 lookback_128x32", scan_v4, 0},    {"v5 pipelined_256x16x3", scan_v5, 0},
+                        {"v6 pipelined_256x16x4", scan_v6, 0}, {"v7 pipelined_128x32x3", scan_v7, 0},
+                        {"v8 pipelined_256x8x4", scan_v8, 0},  {"v9 v4 w/o lookback (diag)", scan_v9, -1}};
+  constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
 
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -313,8 +474,8 @@ int main(int argc, char** argv) {
   float *d_in, *d_out;
   CK(cudaMalloc(&d_in, n_max * sizeof(float)));
   CK(cudaMalloc(&d_out, n_max * sizeof(float)));
-  // Scratch: smallest tile is 4096 elements; CUB's requirement grows with n, so size for n_max.
-  g_scratch.max_tiles = (n_max + 4095) / 4096;
+  // Scratch sized for the smallest tile; CUB's requirement grows with n, so size for n_max.
+  g_scratch.max_tiles = (n_max + 2047) / 2048;  // smallest tile: 2048 elements (v8)
   CK(cudaMalloc(&g_scratch.lookback, (kStatusOffset + g_scratch.max_tiles) * sizeof(unsigned long long)));
   CK(cub::DeviceScan::InclusiveScan(nullptr, g_scratch.cub_bytes, static_cast<const float*>(d_in), d_out, cuda::std::plus<float>{},
                                     n_max, s));
@@ -337,6 +498,7 @@ int main(int argc, char** argv) {
       }
       if (n > 0) CK(cudaMemcpy(d_in, h_in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
       for (Variant& v : variants) {
+        if (v.max_rel_err < 0) continue;  // timing-only diagnostic
         const double rel = check(v, d_in, d_out, ref, h_out, n, s);
         const bool pass = rel <= 1e-4;
         std::printf("check %-24s n=%-11lld max|out-ref|/max|ref| = %.3e %s\n", v.name, n, rel,
@@ -352,14 +514,14 @@ int main(int argc, char** argv) {
   const float copy_ms = median_ms(
       [&] { CK(cudaMemcpyAsync(d_out, d_in, n_time * sizeof(float), cudaMemcpyDeviceToDevice, s)); }, s);
   const double copy_gbs = bytes / (copy_ms * 1e6);
-  float ms[5];
-  for (int k = 0; k < 5; ++k) ms[k] = median_ms([&] { variants[k].fn(d_in, d_out, n_time, s); }, s);
+  float ms[kVariants];
+  for (int k = 0; k < kVariants; ++k) ms[k] = median_ms([&] { variants[k].fn(d_in, d_out, n_time, s); }, s);
 
   if (!ok) std::printf("FAILED: relative error above 1e-4 (see check lines above)\n");
   std::printf("\nn = %lld floats, median of 30 after 5 warm-up; GB/s counts 8 bytes/element\n", n_time);
   std::printf("%-24s %9s %9s %8s %12s\n", "variant", "ms", "GB/s", "%copy", "max_rel_err");
   std::printf("%-24s %9.4f %9.1f %8.1f %12s\n", "memcpy d2d (copy)", copy_ms, copy_gbs, 100.0, "-");
-  for (int k = 0; k < 5; ++k) {
+  for (int k = 0; k < kVariants; ++k) {
     const double gbs = bytes / (ms[k] * 1e6);
     std::printf("%-24s %9.4f %9.1f %8.1f %12.3e\n", variants[k].name, ms[k], gbs, 100.0 * gbs / copy_gbs,
                 variants[k].max_rel_err);
