@@ -40,6 +40,16 @@ SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --e
   "$build/tests/test_parallel_cuda" >"$out/memcheck.log" 2>&1 || status=1
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -3 | tee -a "$out/summary.txt"
 
+step "python package (pip install --no-build-isolation) + pytest with torch/cupy/jax, GPU required"
+pyprefix=/tmp/sixfold-py
+{ python3 -m pip install --no-build-isolation --no-deps --no-index --target "$pyprefix" --upgrade . ; } \
+  >"$out/pip.log" 2>&1 || { status=1; tail -30 "$out/pip.log"; }
+(cd python/tests && SIXFOLD_REQUIRE_GPU=1 PYTHONPATH="$pyprefix" python3 -m pytest -q -rs . ) \
+  >"$out/pytest.log" 2>&1 || status=1
+tail -8 "$out/pytest.log" | tee -a "$out/summary.txt"
+PYTHONPATH="$pyprefix" python3 bench/python_overhead.py 2>&1 | tee -a "$out/summary.txt"
+PYTHONPATH="$pyprefix" python3 bench/torch_scan.py 2>&1 | tee -a "$out/summary.txt"
+
 cli="$build/tools/sixfold/sixfold"
 step "ceilings"
 "$cli" ceilings --remeasure 2>&1 | tee -a "$out/summary.txt"

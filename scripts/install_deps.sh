@@ -5,6 +5,8 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ make libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev)
 missing=()
+# The Python package is built in a virtual environment: Debian's python3 needs venv and headers.
+if ! python3 -c "import venv, ensurepip" 2>/dev/null; then pkgs+=(python3-venv python3-dev); fi
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done

@@ -83,19 +83,19 @@ TEST(Validation, ScanRejectsBadArgumentsAndWritesNothing) {
   expect_error([&] { exclusive_scan(in, TensorView::contiguous(yd.data(), DType::f64, {10})); },
                {"sixfold::exclusive_scan", "'out'", "dtype f32", "got f64"});
   expect_error([&] { inclusive_scan(TensorView::contiguous(nullptr, DType::f32, {10}), out); },
-               {"'in'", "non-null", "10 elements"});
+               {"'x'", "non-null", "10 elements"});
   expect_error([&] { inclusive_scan(TensorView::contiguous(x.data(), DType::f32, {2, 5}), out); },
-               {"'in'", "rank 1", "[2, 5]"});
+               {"'x'", "rank 1", "[2, 5]"});
   expect_error([&] { inclusive_scan(TensorView::contiguous(x.data(), DType::i8, {10}),
                                     TensorView::contiguous(y.data(), DType::i8, {10})); },
-               {"'in'", "f32, f64 or i32", "got i8"});
+               {"'x'", "f32, f64 or i32", "got i8"});
   auto on_gpu = TensorView::contiguous(y.data(), DType::f32, {10}, Device::cuda(0));
   expect_error([&] { inclusive_scan(in, on_gpu); }, {"'out'", "device cpu", "got cuda:0"});
   auto strided = in;
   strided.strides[0] = 2;
   strided.shape.dims[0] = 5;
   expect_error([&] { inclusive_scan(strided, TensorView::contiguous(y.data(), DType::f32, {5})); },
-               {"'in'", "contiguous"});
+               {"'x'", "contiguous"});
   auto shifted = TensorView::contiguous(x.data() + 1, DType::f32, {9});
   expect_error([&] { inclusive_scan(TensorView::contiguous(x.data(), DType::f32, {9}), shifted); },
                {"'out'", "overlap"});

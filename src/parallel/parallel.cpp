@@ -13,18 +13,18 @@
 namespace sixfold {
 namespace {
 
-void check_input(std::string_view where, const TensorView& in) {
-  check::not_null(where, "in", in);
-  check::rank(where, "in", in, 1);
-  if (in.dtype != DType::f32 && in.dtype != DType::f64 && in.dtype != DType::i32)
-    throw_argument_error(where, "in", "dtype f32, f64 or i32", std::string(dtype_name(in.dtype)));
-  check::contiguous(where, "in", in);
+void check_input(std::string_view where, const TensorView& x) {
+  check::not_null(where, "x", x);
+  check::rank(where, "x", x, 1);
+  if (x.dtype != DType::f32 && x.dtype != DType::f64 && x.dtype != DType::i32)
+    throw_argument_error(where, "x", "dtype f32, f64 or i32", std::string(dtype_name(x.dtype)));
+  check::contiguous(where, "x", x);
 }
 
-void check_output(std::string_view where, const TensorView& in, const TensorView& out) {
+void check_output(std::string_view where, const TensorView& x, const TensorView& out) {
   check::not_null(where, "out", out);
-  check::same_device(where, "out", out, "in", in);
-  check::dtype(where, "out", out, in.dtype);
+  check::same_device(where, "out", out, "x", x);
+  check::dtype(where, "out", out, x.dtype);
 }
 
 template <class V> std::span<const V> span_of(const TensorView& t) {
@@ -34,45 +34,45 @@ template <class V> std::span<V> mut_span_of(const TensorView& t) {
   return {static_cast<V*>(t.data), std::size_t(t.numel())};
 }
 
-void scan_entry(bool exclusive, const TensorView& in, const TensorView& out, ScanParams p,
+void scan_entry(bool exclusive, const TensorView& x, const TensorView& out, ScanParams p,
                 Stream stream) {
   const char* where = exclusive ? "sixfold::exclusive_scan" : "sixfold::inclusive_scan";
-  check_input(where, in);
-  check_output(where, in, out);
-  check::same_shape(where, "out", out, "in", in);
+  check_input(where, x);
+  check_output(where, x, out);
+  check::same_shape(where, "out", out, "x", x);
   check::contiguous(where, "out", out);
-  check::no_overlap(where, "out", out, "in", in);
-  detail::with_monoid(where, in.dtype, p.op, [](auto) {});  // validates op before any work
-  if (in.device.kind == DeviceKind::cuda) return detail::cuda_scan(exclusive, in, out, p.op, stream);
-  detail::with_monoid(where, in.dtype, p.op, [&](auto m) {
+  check::no_overlap(where, "out", out, "x", x);
+  detail::with_monoid(where, x.dtype, p.op, [](auto) {});  // validates op before any work
+  if (x.device.kind == DeviceKind::cuda) return detail::cuda_scan(exclusive, x, out, p.op, stream);
+  detail::with_monoid(where, x.dtype, p.op, [&](auto m) {
     using V = typename decltype(m)::value_type;
-    if (exclusive) parallel::cpu::exclusive_scan(span_of<V>(in), mut_span_of<V>(out), m);
-    else parallel::cpu::inclusive_scan(span_of<V>(in), mut_span_of<V>(out), m);
+    if (exclusive) parallel::cpu::exclusive_scan(span_of<V>(x), mut_span_of<V>(out), m);
+    else parallel::cpu::inclusive_scan(span_of<V>(x), mut_span_of<V>(out), m);
   });
 }
 
 }  // namespace
 
-void reduce(const TensorView& in, const TensorView& out, ScanParams p, Stream stream) {
+void reduce(const TensorView& x, const TensorView& out, ScanParams p, Stream stream) {
   const char* where = "sixfold::reduce";
-  check_input(where, in);
-  check_output(where, in, out);
+  check_input(where, x);
+  check_output(where, x, out);
   if (out.numel() != 1 || out.rank() > 1)
     throw_argument_error(where, "out", "one element (shape [] or [1])", to_string(out.shape));
-  detail::with_monoid(where, in.dtype, p.op, [](auto) {});
-  if (in.device.kind == DeviceKind::cuda) return detail::cuda_reduce(in, out, p.op, stream);
-  detail::with_monoid(where, in.dtype, p.op, [&](auto m) {
+  detail::with_monoid(where, x.dtype, p.op, [](auto) {});
+  if (x.device.kind == DeviceKind::cuda) return detail::cuda_reduce(x, out, p.op, stream);
+  detail::with_monoid(where, x.dtype, p.op, [&](auto m) {
     using V = typename decltype(m)::value_type;
-    *static_cast<V*>(out.data) = parallel::cpu::reduce(span_of<V>(in), m);
+    *static_cast<V*>(out.data) = parallel::cpu::reduce(span_of<V>(x), m);
   });
 }
 
-void inclusive_scan(const TensorView& in, const TensorView& out, ScanParams p, Stream stream) {
-  scan_entry(false, in, out, p, stream);
+void inclusive_scan(const TensorView& x, const TensorView& out, ScanParams p, Stream stream) {
+  scan_entry(false, x, out, p, stream);
 }
 
-void exclusive_scan(const TensorView& in, const TensorView& out, ScanParams p, Stream stream) {
-  scan_entry(true, in, out, p, stream);
+void exclusive_scan(const TensorView& x, const TensorView& out, ScanParams p, Stream stream) {
+  scan_entry(true, x, out, p, stream);
 }
 
 namespace {
@@ -93,38 +93,38 @@ void check_host_offsets(std::string_view where, const TensorView& offsets, std::
 
 }  // namespace
 
-void segmented_reduce(const TensorView& in, const TensorView& offsets, const TensorView& out,
+void segmented_reduce(const TensorView& x, const TensorView& offsets, const TensorView& out,
                       ScanParams p, Stream stream) {
   const char* where = "sixfold::segmented_reduce";
-  check_input(where, in);
+  check_input(where, x);
   check::not_null(where, "offsets", offsets);
   check::rank(where, "offsets", offsets, 1);
   if (offsets.dtype != DType::i32 && offsets.dtype != DType::i64)
     throw_argument_error(where, "offsets", "dtype i32 or i64",
                          std::string(dtype_name(offsets.dtype)));
-  check::same_device(where, "offsets", offsets, "in", in);
+  check::same_device(where, "offsets", offsets, "x", x);
   check::contiguous(where, "offsets", offsets);
-  check_output(where, in, out);
+  check_output(where, x, out);
   check::rank(where, "out", out, 1);
   check::contiguous(where, "out", out);
-  check::no_overlap(where, "out", out, "in", in);
+  check::no_overlap(where, "out", out, "x", x);
   if (offsets.numel() != out.numel() + 1)
     throw_argument_error(where, "offsets",
                          std::to_string(out.numel() + 1) + " entries (len(out) + 1)",
                          std::to_string(offsets.numel()) + " entries");
-  detail::with_monoid(where, in.dtype, p.op, [](auto) {});
-  if (in.device.kind == DeviceKind::cuda)
-    return detail::cuda_segmented_reduce(in, offsets, out, p.op, stream);
+  detail::with_monoid(where, x.dtype, p.op, [](auto) {});
+  if (x.device.kind == DeviceKind::cuda)
+    return detail::cuda_segmented_reduce(x, offsets, out, p.op, stream);
   const bool wide = offsets.dtype == DType::i64;
-  if (wide) check_host_offsets<std::int64_t>(where, offsets, in.numel());
-  else check_host_offsets<std::int32_t>(where, offsets, in.numel());
-  detail::with_monoid(where, in.dtype, p.op, [&](auto m) {
+  if (wide) check_host_offsets<std::int64_t>(where, offsets, x.numel());
+  else check_host_offsets<std::int32_t>(where, offsets, x.numel());
+  detail::with_monoid(where, x.dtype, p.op, [&](auto m) {
     using V = typename decltype(m)::value_type;
     if (wide)
-      parallel::cpu::segmented_reduce(span_of<V>(in), span_of<std::int64_t>(offsets),
+      parallel::cpu::segmented_reduce(span_of<V>(x), span_of<std::int64_t>(offsets),
                                       mut_span_of<V>(out), m);
     else
-      parallel::cpu::segmented_reduce(span_of<V>(in), span_of<std::int32_t>(offsets),
+      parallel::cpu::segmented_reduce(span_of<V>(x), span_of<std::int32_t>(offsets),
                                       mut_span_of<V>(out), m);
   });
 }

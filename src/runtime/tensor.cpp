@@ -56,6 +56,7 @@ TensorView TensorView::contiguous(void* data, DType dtype, Shape shape, Device d
 }
 
 bool TensorView::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to address: any strides describe it
   std::int64_t s = 1;
   for (int i = shape.rank - 1; i >= 0; --i) {
     if (shape.dims[i] != 1 && strides[i] != s) return false;

@@ -6,11 +6,11 @@
 // synchronization). Mixing host and device tensors is an error.
 //
 // Contracts, checked before anything is written (violations throw sixfold::Error):
-//   in:       rank 1, contiguous, dtype f32, f64 or i32, any length (0 and beyond 2^31 included)
-//   out:      same dtype and device as `in`; scans: same shape as `in` (out == in runs in place);
+//   x:        rank 1, contiguous, dtype f32, f64 or i32, any length (0 and beyond 2^31 included)
+//   out:      same dtype and device as `x`; scans: same shape as `x` (out == x runs in place);
 //             reduce: one element (shape [] or [1])
 //   offsets:  segmented_reduce only: rank 1, i32 or i64, `segments + 1` non-decreasing entries within
-//             [0, len(in)]; `out` has `segments` elements. Checked on the host for host offsets;
+//             [0, len(x)]; `out` has `segments` elements. Checked on the host for host offsets;
 //             device offsets are trusted (checking them would need a synchronization).
 // Accumulation is in the element type (f32 sums accumulate in f32, like torch.cumsum);
 // i32 sums wrap modulo 2^32. max/min propagate NaN. An empty reduction gives the identity:
@@ -27,12 +27,12 @@ struct ScanParams {
   MonoidOp op = MonoidOp::sum;
 };
 
-void reduce(const TensorView& in, const TensorView& out, ScanParams params = {}, Stream stream = {});
-void inclusive_scan(const TensorView& in, const TensorView& out, ScanParams params = {},
+void reduce(const TensorView& x, const TensorView& out, ScanParams params = {}, Stream stream = {});
+void inclusive_scan(const TensorView& x, const TensorView& out, ScanParams params = {},
                     Stream stream = {});
-void exclusive_scan(const TensorView& in, const TensorView& out, ScanParams params = {},
+void exclusive_scan(const TensorView& x, const TensorView& out, ScanParams params = {},
                     Stream stream = {});
-void segmented_reduce(const TensorView& in, const TensorView& offsets, const TensorView& out,
+void segmented_reduce(const TensorView& x, const TensorView& offsets, const TensorView& out,
                       ScanParams params = {}, Stream stream = {});
 
 }  // namespace sixfold

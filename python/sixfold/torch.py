@@ -1,0 +1,65 @@
+"""sixfold ops as torch.library custom ops, so torch.compile(fullgraph=True) graphs call them.
+
+Each op has a fake (meta) implementation giving the output's shape, dtype and device without
+running anything; the real implementation runs on torch's current CUDA stream (or the CPU).
+
+    import sixfold.torch  # registers torch.ops.sixfold.*
+    y = torch.ops.sixfold.inclusive_scan(x, "sum")
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _C
+
+
+def _stream(x: torch.Tensor) -> int:
+    return torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
+
+
+@torch.library.custom_op("sixfold::inclusive_scan", mutates_args=())
+def inclusive_scan(x: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _C.inclusive_scan(x, out, op, _stream(x))
+    return out
+
+
+@inclusive_scan.register_fake
+def _(x, op="sum"):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("sixfold::exclusive_scan", mutates_args=())
+def exclusive_scan(x: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _C.exclusive_scan(x, out, op, _stream(x))
+    return out
+
+
+@exclusive_scan.register_fake
+def _(x, op="sum"):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("sixfold::reduce", mutates_args=())
+def reduce(x: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    out = x.new_empty(())
+    _C.reduce(x, out, op, _stream(x))
+    return out
+
+
+@reduce.register_fake
+def _(x, op="sum"):
+    return x.new_empty(())
+
+
+@torch.library.custom_op("sixfold::segmented_reduce", mutates_args=())
+def segmented_reduce(x: torch.Tensor, offsets: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    out = x.new_empty((max(offsets.shape[0] - 1, 0),))
+    _C.segmented_reduce(x, offsets, out, op, _stream(x))
+    return out
+
+
+@segmented_reduce.register_fake
+def _(x, offsets, op="sum"):
+    return x.new_empty((max(offsets.shape[0] - 1, 0),))
