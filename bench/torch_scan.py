@@ -51,7 +51,7 @@ def main():
         cases = [
             ("scan", "torch.cumsum", lambda: torch.cumsum(x, 0, out=out), 8.0),
             ("scan", "sixfold.inclusive_scan", lambda: sixfold.inclusive_scan(x, out=out), 8.0),
-            ("reduce", "torch.sum", lambda: torch.sum(x, out=r), 4.0),
+            ("reduce", "torch.sum", lambda: torch.sum(x, 0, out=r), 4.0),
             ("reduce", "sixfold.reduce", lambda: sixfold.reduce(x, out=r), 4.0),
         ]
         for op, name, fn, bytes_per in cases:
