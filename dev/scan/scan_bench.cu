@@ -34,8 +34,11 @@
 //   48-57% (look-back distance grows with the block index within a round). Worse than v4.
 // v9 = v4 with the look-back removed (wrong result, timing only): 0.2017 ms, 96.7% of copy.
 //   So loads, transposes, block scans and stores cost ~3% and the look-back ~26 points: the
-//   next version must shorten or hide the look-back itself (publish aggregates of prefetched
-//   tiles as soon as they land; fewer, larger tiles per look-back; backoff in the spin).
+//   next version must shorten or hide the look-back itself.
+// v10-v13 (exponential __nanosleep backoff in the spin) and v14-v16 (register caps for 11-12
+//   resident blocks/SM): no gain (68-72% on one machine). On a second H200 instance the same
+//   binary gave v1-v4 58-60% while CUB stayed at 73.9%: our look-back is fragile where CUB's is
+//   not. Still open: publish a prefetched tile's aggregate as soon as its data lands.
 // ptxas (nvcc 13.0, sm_90a), no spills: v1 36 regs (6 blocks/SM), v2 36 (3), v3 63 (4), v4 56 (9);
 // input loaded with ld.global.cs (streaming), output stored with st.global.cs.
 #include <cub/cub.cuh>
@@ -112,6 +115,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // read by one 64-bit load, so a reader can never see a flag without its value; no other data is
 // communicated between blocks. Relaxed device-scope atomics (st/ld.relaxed.gpu) are therefore
 // sufficient, and no __threadfence() is needed between computing the value and publishing it.
+template <int BACKOFF_NS = 0>
 __device__ __forceinline__ float lookback_exclusive_prefix(unsigned long long* status, long long tile,
                                                            float aggregate, int lane) {
   if (lane == 0)
@@ -120,9 +124,13 @@ __device__ __forceinline__ float lookback_exclusive_prefix(unsigned long long* s
   long long pred = tile - 1 - lane;
   while (true) {
     unsigned long long s;
-    do {  // all 32 predecessors in the window must have at least published their aggregate
+    int spins = 0;
+    while (true) {  // all 32 predecessors in the window must have at least published their aggregate
       s = pred >= 0 ? StatusRef(status[pred]).load(cuda::memory_order_relaxed) : kFlagPrefix;
-    } while (__any_sync(0xffffffffu, (s >> 32) == 0));
+      if (!__any_sync(0xffffffffu, (s >> 32) == 0)) break;
+      // Back off so spinning warps do not crowd the L2 that the data streams through.
+      if (BACKOFF_NS > 0) __nanosleep(BACKOFF_NS << (spins < 3 ? spins++ : 3));
+    }
     const unsigned prefix_mask = __ballot_sync(0xffffffffu, (s >> 32) == 2);
     const int stop = prefix_mask ? __ffs(prefix_mask) - 1 : 31;  // nearest tile with a prefix
     exclusive += warp_sum(lane <= stop ? __uint_as_float(static_cast<unsigned>(s)) : 0.f);
@@ -139,8 +147,8 @@ __device__ __forceinline__ float lookback_exclusive_prefix(unsigned long long* s
 // conflict-free both for the warp-striped (i*32+lane)*4 and the blocked lane*ITEMS+4j patterns.
 __device__ __forceinline__ int pad(int i) { return i + ((i >> 5) << 2); }
 
-template <int THREADS, int ITEMS, bool NO_LOOKBACK = false>
-__global__ void __launch_bounds__(THREADS)
+template <int THREADS, int ITEMS, bool NO_LOOKBACK = false, int BACKOFF_NS = 0, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 scan_decoupled_lookback_kernel(const float* __restrict__ in, float* __restrict__ out, long long n,
                                unsigned long long* __restrict__ lookback) {
   static_assert(THREADS % 32 == 0 && THREADS <= 1024 && ITEMS % 4 == 0, "bad tile shape");
@@ -199,7 +207,7 @@ scan_decoupled_lookback_kernel(const float* __restrict__ in, float* __restrict__
         StatusRef(lookback[kStatusOffset]).store(kFlagPrefix | __float_as_uint(aggregate),
                                                  cuda::memory_order_relaxed);
     } else {
-      tile_prefix = lookback_exclusive_prefix(lookback + kStatusOffset, tile, aggregate, lane);
+      tile_prefix = lookback_exclusive_prefix<BACKOFF_NS>(lookback + kStatusOffset, tile, aggregate, lane);
     }
     const float w_excl = shift_exclusive(w_incl, lane);
     if (lane < WARPS) warp_prefix[lane] = tile_prefix + w_excl;
@@ -229,7 +237,7 @@ scan_decoupled_lookback_kernel(const float* __restrict__ in, float* __restrict__
   }
 }
 
-template <int THREADS, int ITEMS, bool NO_LOOKBACK = false>
+template <int THREADS, int ITEMS, bool NO_LOOKBACK = false, int BACKOFF_NS = 0, int MIN_BLOCKS = 1>
 void scan_decoupled_lookback(const float* in, float* out, long long n, cudaStream_t s) {
   if (n <= 0) return;
   constexpr long long TILE = THREADS * ITEMS;
@@ -240,7 +248,7 @@ void scan_decoupled_lookback(const float* in, float* out, long long n, cudaStrea
     std::exit(1);
   }
   CK(cudaMemsetAsync(g_scratch.lookback, 0, (kStatusOffset + tiles) * sizeof(unsigned long long), s));
-  scan_decoupled_lookback_kernel<THREADS, ITEMS, NO_LOOKBACK>
+  scan_decoupled_lookback_kernel<THREADS, ITEMS, NO_LOOKBACK, BACKOFF_NS, MIN_BLOCKS>
       <<<static_cast<unsigned>(tiles), THREADS, 0, s>>>(in, out, n, g_scratch.lookback);
   CK(cudaGetLastError());
 }
@@ -403,6 +411,16 @@ void scan_v7(const float* in, float* out, long long n, cudaStream_t s) { scan_lo
 void scan_v8(const float* in, float* out, long long n, cudaStream_t s) { scan_lookback_pipelined<256, 8, 4>(in, out, n, s); }
 // Diagnostic: v4 with the look-back removed (wrong result, timing only).
 void scan_v9(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32, true>(in, out, n, s); }
+// v10-v13: v4-style tiles with exponential backoff (base ns) in the look-back spin.
+void scan_v10(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32, false, 64>(in, out, n, s); }
+void scan_v11(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32, false, 256>(in, out, n, s); }
+void scan_v12(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 16, false, 128>(in, out, n, s); }
+void scan_v13(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<64, 32, false, 128>(in, out, n, s); }
+// v14-v16: more tiles in flight per SM (Little's law: the look-back adds latency per tile, so
+// throughput needs more resident tiles): register caps via __launch_bounds__ min blocks.
+void scan_v14(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32, false, 0, 12>(in, out, n, s); }
+void scan_v15(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<128, 32, false, 0, 11>(in, out, n, s); }
+void scan_v16(const float* in, float* out, long long n, cudaStream_t s) { scan_decoupled_lookback<256, 32, false, 0, 6>(in, out, n, s); }
 
 struct Variant {
   const char* name;
@@ -461,7 +479,11 @@ int main(int argc, char** argv) {
                         {"v2 lookback_512x16", scan_v2, 0},    {"v3 lookback_256x32", scan_v3, 0},
                         {"v4 lookback_128x32", scan_v4, 0},    {"v5 pipelined_256x16x3", scan_v5, 0},
                         {"v6 pipelined_256x16x4", scan_v6, 0}, {"v7 pipelined_128x32x3", scan_v7, 0},
-                        {"v8 pipelined_256x8x4", scan_v8, 0},  {"v9 v4 w/o lookback (diag)", scan_v9, -1}};
+                        {"v8 pipelined_256x8x4", scan_v8, 0},  {"v9 v4 w/o lookback (diag)", scan_v9, -1},
+                        {"v10 128x32 backoff64", scan_v10, 0}, {"v11 128x32 backoff256", scan_v11, 0},
+                        {"v12 128x16 backoff128", scan_v12, 0}, {"v13 64x32 backoff128", scan_v13, 0},
+                        {"v14 128x32 12 blk/SM", scan_v14, 0},  {"v15 128x32 11 blk/SM", scan_v15, 0},
+                        {"v16 256x32 6 blk/SM", scan_v16, 0}};
   constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
 
   cudaDeviceProp prop;
@@ -475,7 +497,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&d_in, n_max * sizeof(float)));
   CK(cudaMalloc(&d_out, n_max * sizeof(float)));
   // Scratch sized for the smallest tile; CUB's requirement grows with n, so size for n_max.
-  g_scratch.max_tiles = (n_max + 2047) / 2048;  // smallest tile: 2048 elements (v8)
+  g_scratch.max_tiles = (n_max + 2047) / 2048;  // smallest tile: 2048 elements (v8, v12, v13)
   CK(cudaMalloc(&g_scratch.lookback, (kStatusOffset + g_scratch.max_tiles) * sizeof(unsigned long long)));
   CK(cub::DeviceScan::InclusiveScan(nullptr, g_scratch.cub_bytes, static_cast<const float*>(d_in), d_out, cuda::std::plus<float>{},
                                     n_max, s));
