@@ -7,6 +7,7 @@
 // live in the Python layer (python/sixfold/__init__.py), which knows the caller's framework.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "sixfold/algebra/laws.hpp"
+#include "sixfold/ops/norm.hpp"
 #include "sixfold/parallel/parallel.hpp"
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
@@ -85,6 +87,28 @@ void scan(bool exclusive, const In& x, const Out& out, const std::string& op, st
   else inclusive_scan(vi, vo, p, Stream{reinterpret_cast<void*>(stream)});
 }
 
+TensorView optional_view(const std::optional<In>& a, const char* where, const char* arg) {
+  return a ? view_of(*a, where, arg) : TensorView{};
+}
+
+void norm_op(NormKind kind, const In& x, const std::optional<In>& w, const std::optional<In>& b,
+             const Out& out, float eps, std::uintptr_t stream) {
+  const char* names[] = {"sixfold.rms_norm", "sixfold.layer_norm", "sixfold.softmax", "sixfold.log_softmax"};
+  const char* where = names[int(kind)];
+  const TensorView vx = view_of(x, where, "x"), vo = view_of(out, where, "out");
+  const TensorView vw = optional_view(w, where, "weight"), vb = optional_view(b, where, "bias");
+  g_last_in = std::uintptr_t(vx.data);
+  g_last_out = std::uintptr_t(vo.data);
+  const Stream s{reinterpret_cast<void*>(stream)};
+  nb::gil_scoped_release release;
+  switch (kind) {
+    case NormKind::rms: rms_norm(vx, vw, vo, {eps}, s); break;
+    case NormKind::layer: layer_norm(vx, vw, vb, vo, {eps}, s); break;
+    case NormKind::softmax: softmax(vx, vo, s); break;
+    case NormKind::log_softmax: log_softmax(vx, vo, s); break;
+  }
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -117,6 +141,20 @@ NB_MODULE(_C, m) {
     nb::gil_scoped_release release;
     segmented_reduce(vi, vf, vo, p, Stream{reinterpret_cast<void*>(s)});
   }, nb::arg("x"), nb::arg("offsets"), nb::arg("out"), nb::arg("op"), nb::arg("stream"));
+
+  m.def("rms_norm", [](const In& x, const std::optional<In>& w, const Out& out, float eps, std::uintptr_t s) {
+    norm_op(NormKind::rms, x, w, std::nullopt, out, eps, s);
+  }, nb::arg("x"), nb::arg("weight").none(), nb::arg("out"), nb::arg("eps"), nb::arg("stream"));
+  m.def("layer_norm", [](const In& x, const std::optional<In>& w, const std::optional<In>& b, const Out& out,
+                         float eps, std::uintptr_t s) { norm_op(NormKind::layer, x, w, b, out, eps, s); },
+        nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("out"), nb::arg("eps"),
+        nb::arg("stream"));
+  m.def("softmax", [](const In& x, const Out& out, std::uintptr_t s) {
+    norm_op(NormKind::softmax, x, std::nullopt, std::nullopt, out, 0.0f, s);
+  }, nb::arg("x"), nb::arg("out"), nb::arg("stream"));
+  m.def("log_softmax", [](const In& x, const Out& out, std::uintptr_t s) {
+    norm_op(NormKind::log_softmax, x, std::nullopt, std::nullopt, out, 0.0f, s);
+  }, nb::arg("x"), nb::arg("out"), nb::arg("stream"));
 
   m.def("last_call_pointers", [] { return std::make_tuple(g_last_in, g_last_out); },
         "(input, output) data pointers the last op handed to its kernel");

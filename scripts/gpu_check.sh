@@ -38,7 +38,9 @@ tail -5 "$out/ctest.log" | tee -a "$out/summary.txt"
 step "compute-sanitizer memcheck (small CUDA cases)"
 SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
   "$build/tests/test_parallel_cuda" >"$out/memcheck.log" 2>&1 || status=1
-grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -3 | tee -a "$out/summary.txt"
+SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
+  "$build/tests/test_norm" --gtest_filter='*Cuda*' >>"$out/memcheck.log" 2>&1 || status=1
+grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -6 | tee -a "$out/summary.txt"
 
 step "python package (pip install --no-build-isolation) + pytest with torch/cupy/jax, GPU required"
 pyprefix=/tmp/sixfold-py
@@ -63,6 +65,6 @@ tail -1 "$out/laws.log" | tee -a "$out/summary.txt"
 step "bench (GPU rows)"
 "$cli" bench --backend cuda --json-file "$out/bench_cuda.json" --svg "$out/roofline_cuda.svg" \
   >"$out/bench_cuda.txt" 2>&1 || status=1
-tail -13 "$out/bench_cuda.txt" | tee -a "$out/summary.txt"
+grep -E "sixfold::|cub::" "$out/bench_cuda.txt" | tee -a "$out/summary.txt"
 echo "status=$status" | tee -a "$out/summary.txt"
 exit $status

@@ -20,7 +20,7 @@ Error = _C.Error
 cuda_available = _C.cuda_available
 
 __all__ = ["Error", "cuda_available", "inclusive_scan", "exclusive_scan", "reduce",
-           "segmented_reduce", "check_laws"]
+           "segmented_reduce", "rms_norm", "layer_norm", "softmax", "log_softmax", "check_laws"]
 
 _OPS = ("sum", "max", "min")
 
@@ -107,6 +107,38 @@ def segmented_reduce(x, offsets, *, op: str = "sum", out=None, stream=None):
     if out is None:
         out = _empty(x, (max(int(offsets.shape[0]) - 1, 0),))
     _C.segmented_reduce(x, offsets, out, op, _stream(x, stream))
+    return out
+
+
+def rms_norm(x, weight=None, *, eps: float = 1e-6, out=None, stream=None):
+    """y = x / sqrt(mean(x², last dim) + eps) · weight; f32/bf16/f16, f32 statistics, one pass."""
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    _C.rms_norm(x, weight, out, float(eps), _stream(x, stream))
+    return out
+
+
+def layer_norm(x, weight=None, bias=None, *, eps: float = 1e-5, out=None, stream=None):
+    """y = (x − mean) / sqrt(var + eps) · weight + bias over the last dim (biased variance)."""
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    _C.layer_norm(x, weight, bias, out, float(eps), _stream(x, stream))
+    return out
+
+
+def softmax(x, *, out=None, stream=None):
+    """Softmax over the last dimension, one read and one write; f32 arithmetic."""
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    _C.softmax(x, out, _stream(x, stream))
+    return out
+
+
+def log_softmax(x, *, out=None, stream=None):
+    """log-softmax over the last dimension, one read and one write; f32 arithmetic."""
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    _C.log_softmax(x, out, _stream(x, stream))
     return out
 
 

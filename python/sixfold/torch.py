@@ -63,3 +63,40 @@ def segmented_reduce(x: torch.Tensor, offsets: torch.Tensor, op: str = "sum") ->
 @segmented_reduce.register_fake
 def _(x, offsets, op="sum"):
     return x.new_empty((max(offsets.shape[0] - 1, 0),))
+
+
+@torch.library.custom_op("sixfold::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _C.rms_norm(x, weight, out, eps, _stream(x))
+    return out
+
+
+@rms_norm.register_fake
+def _(x, weight=None, eps=1e-6):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("sixfold::layer_norm", mutates_args=())
+def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+               eps: float = 1e-5) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _C.layer_norm(x, weight, bias, out, eps, _stream(x))
+    return out
+
+
+@layer_norm.register_fake
+def _(x, weight=None, bias=None, eps=1e-5):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("sixfold::softmax", mutates_args=())
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _C.softmax(x, out, _stream(x))
+    return out
+
+
+@softmax.register_fake
+def _(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)

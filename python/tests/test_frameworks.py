@@ -118,3 +118,26 @@ def test_jax_input_zero_copy():
     assert sixfold._C.last_call_pointers()[0] == x.unsafe_buffer_pointer()
     with pytest.raises(TypeError, match="immutable"):
         sixfold.inclusive_scan(x)
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (4, 4097), (1024, 1024), (3, 40000), (2, 1 << 20)])
+def test_torch_norms_against_torch(shape):
+    import torch.nn.functional as F
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 2 + 0.5
+    w = (torch.randn(shape[-1], device="cuda") * 0.1 + 1).to(torch.bfloat16)
+    b = (torch.randn(shape[-1], device="cuda") * 0.1).to(torch.bfloat16)
+    xd, wd, bd = x.double(), w.double(), b.double()
+    cases = [
+        (sixfold.rms_norm(x, w, eps=1e-6), F.rms_norm(xd, (shape[-1],), wd, eps=1e-6), F.rms_norm(x, (shape[-1],), w, eps=1e-6)),
+        (sixfold.layer_norm(x, w, b), F.layer_norm(xd, (shape[-1],), wd, bd, eps=1e-5), F.layer_norm(x, (shape[-1],), w, b, eps=1e-5)),
+        (sixfold.softmax(x), torch.softmax(xd, -1), torch.softmax(x, -1)),
+        (sixfold.log_softmax(x), torch.log_softmax(xd, -1), torch.log_softmax(x, -1)),
+    ]
+    for got, ref64, peer in cases:
+        assert got.dtype == torch.bfloat16 and got.shape == x.shape
+        ours = (got.double() - ref64).norm() / ref64.norm()
+        theirs = (peer.double() - ref64).norm() / ref64.norm()
+        # at most about twice the error of PyTorch's own bf16 kernel, and within bf16 bounds
+        assert ours <= max(2 * theirs, 4e-3), (ours.item(), theirs.item())

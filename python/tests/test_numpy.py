@@ -77,3 +77,39 @@ def test_laws_through_python():
     bad = sixfold.check_laws(200, counterexamples=True)
     assert len(bad) == 3 and not any(ok for _, ok, _ in bad)
     assert all("counterexample" in text for _, _, text in bad)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 3), (5, 4097), (3, 1000)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_norms_match_float64(shape, dtype):
+    x = rng.normal(0.5, 2.0, shape).astype(dtype)
+    w = rng.normal(1.0, 0.1, shape[-1]).astype(dtype)
+    b = rng.normal(0.0, 0.1, shape[-1]).astype(dtype)
+    xd, wd, bd = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
+    tol = 2e-5 if dtype == np.float32 else 3e-3
+    rms = xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-6) * wd
+    mean = xd.mean(-1, keepdims=True)
+    ln = (xd - mean) / np.sqrt(((xd - mean) ** 2).mean(-1, keepdims=True) + 1e-5) * wd + bd
+    e = np.exp(xd - xd.max(-1, keepdims=True))
+    sm = e / e.sum(-1, keepdims=True)
+    lsm = xd - xd.max(-1, keepdims=True) - np.log(e.sum(-1, keepdims=True))
+    for got, want in [(sixfold.rms_norm(x, w), rms), (sixfold.layer_norm(x, w, b), ln),
+                      (sixfold.softmax(x), sm), (sixfold.log_softmax(x), lsm)]:
+        assert got.dtype == dtype and got.shape == x.shape
+        scale = np.abs(want).max(-1, keepdims=True)
+        assert np.all(np.abs(got - want) <= tol * (np.abs(want) + scale))
+
+
+def test_norm_strided_rows_in_place_and_errors():
+    base = rng.normal(size=(6, 40)).astype(np.float32)
+    x = base[:, :33]  # rows with a stride of 40: read in place
+    y = sixfold.softmax(x)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    assert np.allclose(y, e / e.sum(-1, keepdims=True), atol=1e-6)
+    z = base.copy()
+    sixfold.rms_norm(z, out=z)
+    assert np.allclose(z, base / np.sqrt((base.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6), atol=1e-5)
+    with pytest.raises(sixfold.Error, match=r"argument 'weight': expected shape \[40\]"):
+        sixfold.rms_norm(base, np.ones(39, np.float32))
+    with pytest.raises(sixfold.Error, match="unit stride in the last dimension"):
+        sixfold.softmax(base.T)

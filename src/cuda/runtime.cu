@@ -50,6 +50,15 @@ Device cuda_device_of_pointer(const void* p) {
                                                                           : Device::cpu();
 }
 
+void cuda_synchronize(int device) {
+  int previous = 0;
+  check(cudaGetDevice(&previous), "sixfold::synchronize");
+  check(cudaSetDevice(device), "sixfold::synchronize");
+  const cudaError_t e = cudaDeviceSynchronize();
+  cudaSetDevice(previous);
+  check(e, "sixfold::synchronize");
+}
+
 std::string cuda_device_name(int device) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {

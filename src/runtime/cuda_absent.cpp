@@ -1,5 +1,6 @@
 // The CUDA hooks of a CPU-only build: every request for device memory is an error that says so.
 #include "cuda_hooks.hpp"
+#include "../ops/norm_entries.hpp"
 #include "../parallel/entries.hpp"
 #include "sixfold/runtime/ceilings.hpp"
 #include "sixfold/runtime/error.hpp"
@@ -22,6 +23,8 @@ Device cuda_device_of_pointer(const void*) { return Device::cpu(); }
 
 std::string cuda_device_name(int) { return {}; }
 
+void cuda_synchronize(int) {}
+
 namespace {
 [[noreturn]] void no_backend(const char* where) {
   throw_error(where, "tensors are on a CUDA device but this build has no CUDA backend");
@@ -38,6 +41,7 @@ void cuda_segmented_reduce(const TensorView&, const TensorView&, const TensorVie
                            Stream) {
   no_backend("sixfold::segmented_reduce");
 }
+void norm_cuda(const NormArgs&, int, Stream) { no_backend("sixfold norm op"); }
 
 }  // namespace sixfold::detail
 

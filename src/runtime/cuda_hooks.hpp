@@ -16,5 +16,6 @@ void cuda_copy(void* dst, const void* src, std::int64_t bytes);  // cudaMemcpyDe
 bool cuda_usable();
 Device cuda_device_of_pointer(const void* p);
 std::string cuda_device_name(int device);
+void cuda_synchronize(int device);
 
 }  // namespace sixfold::detail

@@ -155,6 +155,10 @@ Tensor::Tensor(DType dtype, Shape shape, Device device) {
   view_ = TensorView::contiguous(storage_.get(), dtype, shape, device);
 }
 
+void synchronize(Device device) {
+  if (device.kind == DeviceKind::cuda) detail::cuda_synchronize(device.index);
+}
+
 bool cuda_available() { return detail::cuda_backend_built() && detail::cuda_usable(); }
 
 Device device_of_pointer(const void* p) { return detail::cuda_device_of_pointer(p); }

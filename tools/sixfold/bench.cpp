@@ -113,7 +113,9 @@ std::vector<Row> run_case(Case& c, const Ceilings& ceil, const Options& opt) {
     for (int s = 1; s < c.slots; ++s) time_one(s);
     std::vector<double> ms;
     double spent = 0;
-    for (int r = 0; r < opt.max_reps && (r < opt.min_reps || spent < opt.seconds_per_impl * 1e3); ++r) {
+    const int max_reps = impl.max_reps > 0 ? std::min(impl.max_reps, opt.max_reps) : opt.max_reps;
+    const int min_reps = std::min(opt.min_reps, max_reps);
+    for (int r = 0; r < max_reps && (r < min_reps || spent < opt.seconds_per_impl * 1e3); ++r) {
       const double t = time_one((r + 1) % c.slots);
       ms.push_back(t);
       spent += t;

@@ -40,6 +40,7 @@ struct Impl {
   bool host_timed = false;          // a CPU-side implementation inside a GPU case
   std::function<void(int slot)> run;  // one call on input set `slot`; asynchronous on GPU
   std::function<double()> error;      // max relative error of the last output of slot 0
+  int max_reps = 0;                   // cap on timed repeats (0: harness default), for slow naive rows
 };
 
 struct Case {
@@ -107,5 +108,6 @@ int rotating_slots(Backend b, double bytes_per_set, int max_slots = 8);
 double gpu_time_ms(const std::function<void()>& launch);  // events around one launch
 void register_cuda_cases();
 void register_cpu_cases();
+void register_norm_cases();  // cases_norm.cpp: CPU and, where usable, CUDA
 
 }  // namespace sixfold::bench

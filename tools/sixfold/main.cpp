@@ -113,7 +113,7 @@ int cmd_bench(const std::vector<std::string>& ops, const std::string& backend, s
     if (n_override > 0) sizes = {{n_override, size_label(n_override)}};
     for (const auto& sz : sizes) {
       auto c = f.make(sz.n);
-      c->workload = f.workload + " n=" + sz.label;
+      if (c->workload.find(sz.label) == std::string::npos) c->workload = f.workload + " n=" + sz.label;
       for (const Row& r : run_case(*c, ceil, opt)) {
         rows.push_back(r);
         if (jsonl) fmt::print("{}\n", row_jsonl(r));
@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   try {
     register_cpu_cases();
     register_cuda_cases();
+    register_norm_cases();
     std::set<std::string> known;
     for (const auto& f : registry()) known.insert(f.op);
     for (const auto* list : {&verify_ops, &bench_ops})

@@ -109,6 +109,10 @@ std::shared_ptr<void> allocate(Device device, std::int64_t bytes);
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::int64_t bytes);
 
+// Waits until all work queued on `device` has finished (no-op for the CPU). For tools and
+// tests; ops themselves never synchronize.
+void synchronize(Device device);
+
 // True when this build has the CUDA backend and a CUDA device is usable now.
 bool cuda_available();
 // The device a pointer lives on, asked of the CUDA driver when the backend is built

@@ -1,0 +1,664 @@
+// src/cuda/norm.cu — RMSNorm, LayerNorm, softmax and log-softmax over the rows of a (ROWS, N)
+// tensor on the GPU: x read once, out written once, statistics and arithmetic in f32.
+//
+//   rms_norm:    y = x · 1/sqrt(Σx²/n + eps) · w         state Σx²            (Sum<float>)
+//   layer_norm:  y = (x − μ) · 1/sqrt(M2/n + eps) · w + b  state (count, μ, M2)  (Welford<float>)
+//   softmax:     y = exp(x − m) / l                        state (m, l)         (LogSumExp<float>)
+//   log_softmax: y = x − m − log l                         with l = Σ exp(x − m)
+//
+// Every row statistic is a monoid, and associativity is what licenses cutting a row anywhere:
+// each thread folds the elements it holds into one state (two passes over its registers), lanes
+// combine states with an order-preserving butterfly (every lane ends with the same bits), warps
+// through shared memory, the blocks of a cluster through distributed shared memory. Locality
+// makes it one read and one write: the row stays in registers (short rows) or in shared memory
+// (long rows) between the fold and the rewrite.
+//
+// Kernels by row length n, with K = items per thread (4 packs of 16 bytes when rows are 16-byte
+// aligned and n is a multiple of the pack; else 16 scalars):
+//   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers
+//   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
+//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row; each block folds its
+//                                   slice, caching up to 104 KB of it in shared memory; the
+//                                   cluster combines block states through DSMEM, then each block
+//                                   rewrites its slice (uncached remainder re-read, from L2)
+// bf16 K = 32: group up to n = 1024, block up to 32768. f32 K = 16: 512 and 16384.
+//
+// In place (out == x) is safe: every element is read, before it is written, by the thread that
+// writes it, and slices of a row never overlap.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "../ops/norm_entries.hpp"
+#include "sixfold/algebra/instances.hpp"
+#include "sixfold/parallel/cuda.cuh"
+
+namespace sixfold::detail {
+namespace {
+
+namespace cg = cooperative_groups;
+using parallel::cuda::check_cuda;
+constexpr const char* kWhere = "sixfold::norm (cuda)";
+
+// ---- Elements ------------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <class T> __device__ __forceinline__ T from_f32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+template <int Bytes> struct RawWord;
+template <> struct RawWord<16> { using type = uint4; };
+template <> struct RawWord<8> { using type = uint2; };
+template <> struct RawWord<4> { using type = unsigned; };
+template <> struct RawWord<2> { using type = unsigned short; };
+
+// W consecutive elements of T moved as one machine word: (W) elements, a 16-byte vector access
+// when W · sizeof(T) = 16 (the pointer must then be 16-byte aligned).
+template <class T, int W>
+struct Pack {
+  using Raw = typename RawWord<W * int(sizeof(T))>::type;
+  Raw raw;
+
+  __device__ __forceinline__ static Pack load(const T* p) {
+    return {*reinterpret_cast<const Raw*>(p)};
+  }
+  __device__ __forceinline__ static Pack load_read_only(const T* p) {  // weight, bias
+    return {__ldg(reinterpret_cast<const Raw*>(p))};
+  }
+  __device__ __forceinline__ void store(T* p) const { *reinterpret_cast<Raw*>(p) = raw; }
+  __device__ __forceinline__ void store_streaming(T* p) const {  // evict-first: keeps x in L2
+    __stcs(reinterpret_cast<Raw*>(p), raw);
+  }
+  __device__ __forceinline__ void unpack(float (&f)[W]) const {
+    T e[W];
+    memcpy(e, &raw, sizeof(raw));
+#pragma unroll
+    for (int k = 0; k < W; ++k) f[k] = to_f32(e[k]);
+  }
+  __device__ __forceinline__ static Pack pack(const float (&f)[W]) {
+    T e[W];
+    if constexpr (sizeof(T) == 2 && W % 2 == 0) {  // one paired convert (F2FP) per 2 elements
+      using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+#pragma unroll
+      for (int k = 0; k < W; k += 2) {
+        T2 two;
+        if constexpr (std::is_same_v<T, __half>) two = __floats2half2_rn(f[k], f[k + 1]);
+        else two = __floats2bfloat162_rn(f[k], f[k + 1]);
+        memcpy(&e[k], &two, sizeof(two));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; ++k) e[k] = from_f32<T>(f[k]);
+    }
+    Pack p;
+    memcpy(&p.raw, e, sizeof(e));
+    return p;
+  }
+};
+
+// ---- Combining states across lanes and warps -------------------------------------------------
+
+template <class S>
+__device__ __forceinline__ S shfl_xor(const S& s, int mask) {
+  static_assert(sizeof(S) % 4 == 0 && std::is_trivially_copyable_v<S>);
+  unsigned w[sizeof(S) / 4];
+  memcpy(w, &s, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < int(sizeof(S) / 4); ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+// Reduces over aligned groups of `width` lanes (a power of two ≤ 32) in lane order. Both lanes
+// of a butterfly pair compute combine(lower, upper) from the same operands, so every lane of a
+// group ends with the same bits (Welford's merge is commutative only up to rounding). All 32
+// lanes must call it.
+template <class M>
+__device__ __forceinline__ typename M::value_type group_reduce(typename M::value_type s,
+                                                               int width, M m) {
+  const int lane = threadIdx.x & 31;
+  for (int off = 1; off < width; off <<= 1) {
+    const auto other = shfl_xor(s, off);
+    const bool upper = lane & off;
+    s = m.combine(upper ? other : s, upper ? s : other);
+  }
+  return s;
+}
+
+// Whole-block reduction in thread order; blockDim.x a multiple of 32. Every thread gets the
+// total. warp_states: (32) states in shared memory, used once per launch.
+template <class M>
+__device__ __forceinline__ typename M::value_type block_reduce(typename M::value_type s, M m,
+                                                               typename M::value_type* warp_states) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  s = group_reduce(s, 32, m);
+  if (lane == 0) warp_states[warp] = s;
+  __syncthreads();
+  return group_reduce(lane < warps ? warp_states[lane] : m.identity(), 32, m);
+}
+
+// ---- Per-op statistics -----------------------------------------------------------------------
+// fold: the state of one thread's tile v (S packs of W values; ok[s]: pack s is in the row).
+// coef: what the rewrite needs from the row's state (and, for softmax with kept exponentials,
+// the thread's own state). rewrite: one output value.
+
+struct Coef {
+  float a, b;
+};
+
+template <NormKind K> struct Stats;
+
+template <> struct Stats<NormKind::rms> {
+  using Monoid = algebra::Sum<float>;
+  using State = float;
+  template <bool, int S, int W>
+  __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
+    float part[S];  // one chain per pack: independent FMAs
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      part[s] = 0.f;
+      if (ok[s]) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) part[s] = fmaf(v[s][k], v[s][k], part[s]);
+      }
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) sum += part[s];
+    return sum;
+  }
+  __device__ __forceinline__ static Coef coef(State row, State, std::int64_t n, float eps, bool) {
+    return {1.0f / sqrtf(row / float(n) + eps), 0.f};
+  }
+};
+
+template <> struct Stats<NormKind::layer> {
+  using Monoid = algebra::Welford<float>;
+  using State = algebra::WelfordState<float>;
+  // Two passes over the registers: the tile's mean, then M2 about it; Chan's merge does the rest.
+  template <bool, int S, int W>
+  __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
+    int count = 0;
+    float part[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      part[s] = 0.f;
+      if (ok[s]) {
+        count += W;
+#pragma unroll
+        for (int k = 0; k < W; ++k) part[s] += v[s][k];
+      }
+    }
+    if (count == 0) return Monoid{}.identity();
+    float sum = 0.f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) sum += part[s];
+    const float mean = sum / float(count);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      part[s] = 0.f;
+      if (ok[s]) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const float d = v[s][k] - mean;
+          part[s] = fmaf(d, d, part[s]);
+        }
+      }
+    }
+    float m2 = 0.f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) m2 += part[s];
+    return {count, mean, m2};
+  }
+  __device__ __forceinline__ static Coef coef(State row, State, std::int64_t n, float eps, bool) {
+    return {1.0f / sqrtf(row.m2 / float(n) + eps), row.mean};
+  }
+};
+
+// softmax and log_softmax. A tile's state is (its max m_t, Σ exp(x − m_t)); a tile of only −inf
+// (or of no elements) sums to 0 with m_t = −inf, the identity, instead of exp(−inf + inf) = NaN.
+// kKeepExp (softmax, 16-bit dtypes): v is overwritten with exp(x − m_t) and the rewrite scales it
+// by exp(m_t − m) / l, one exp per element. Error ≈ 5 ulp of f32, far below bf16/f16 rounding;
+// f32 recomputes exp(x − m) · (1/l) instead (≈ 3 ulp).
+struct StatsLogSumExp {
+  using Monoid = algebra::LogSumExp<float>;
+  using State = algebra::LogSumExpState<float>;
+  template <bool kKeepExp, int S, int W>
+  __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
+    constexpr float kInf = algebra::math::infinity<float>();
+    float mx = -kInf;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (ok[s]) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) mx = fmaxf(mx, v[s][k]);
+      }
+    const float shift = mx == -kInf ? 0.f : mx;
+    float part[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      part[s] = 0.f;
+      if (ok[s]) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const float e = expf(v[s][k] - shift);  // NaN inputs make l NaN: they propagate
+          part[s] += e;
+          if constexpr (kKeepExp) v[s][k] = e;
+        }
+      }
+    }
+    float l = 0.f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) l += part[s];
+    return {mx, l};
+  }
+};
+
+template <> struct Stats<NormKind::softmax> : StatsLogSumExp {
+  // A row of only −inf has l = 0: exp(−inf + inf) · (1/0) gives NaN, as torch does.
+  __device__ __forceinline__ static Coef coef(State row, State own, std::int64_t, float,
+                                              bool keep_exp) {
+    return {row.m, keep_exp ? expf(own.m - row.m) / row.l : 1.0f / row.l};
+  }
+};
+
+template <> struct Stats<NormKind::log_softmax> : StatsLogSumExp {
+  __device__ __forceinline__ static Coef coef(State row, State, std::int64_t, float, bool) {
+    return {row.m, logf(row.l)};
+  }
+};
+
+template <class T, NormKind K>
+inline constexpr bool kKeepExp = K == NormKind::softmax && sizeof(T) == 2;
+
+template <NormKind K, bool kExpDone>
+__device__ __forceinline__ float rewrite(float v, Coef c, float w, float b) {
+  if constexpr (K == NormKind::rms) return v * c.a * w;
+  else if constexpr (K == NormKind::layer) return fmaf((v - c.b) * c.a, w, b);
+  else if constexpr (K == NormKind::softmax) return (kExpDone ? v : expf(v - c.a)) * c.b;
+  else return (v - c.a) - c.b;
+}
+
+// weight (or 1) and bias (or 0) for elements [i, i + W).
+template <class T, NormKind K, int W>
+__device__ __forceinline__ void load_affine(const T* w, const T* b, std::int64_t i,
+                                            float (&wv)[W], float (&bv)[W]) {
+#pragma unroll
+  for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
+  if constexpr (K == NormKind::rms || K == NormKind::layer)
+    if (w) Pack<T, W>::load_read_only(w + i).unpack(wv);
+  if constexpr (K == NormKind::layer)
+    if (b) Pack<T, W>::load_read_only(b + i).unpack(bv);
+}
+
+// ---- Rows held in registers ------------------------------------------------------------------
+// Thread t of the p threads of a row holds packs s·p + t, s < S: (S, W) values, element
+// (s·p + t)·W + k. Consecutive threads read consecutive packs (coalesced).
+
+template <class T, int S, int W>
+__device__ __forceinline__ void load_tile(const T* x, int t, int p, int n, bool live,
+                                          float (&v)[S][W], bool (&ok)[S]) {
+  Pack<T, W> r[S];
+  const T* xt = x + t * W;
+  const int rem = live ? n - t * W : 0;  // pack s is in the row iff s·p·W < rem
+#pragma unroll
+  for (int s = 0; s < S; ++s) {  // all S loads in flight before the first use
+    ok[s] = s * p * W < rem;
+    if (ok[s]) r[s] = Pack<T, W>::load(xt + s * p * W);
+  }
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (ok[s]) r[s].unpack(v[s]);
+    else
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[s][k] = 0.f;
+  }
+}
+
+template <class T, NormKind K, bool kExpDone, int S, int W>
+__device__ __forceinline__ void rewrite_tile(T* y, const T* w, const T* b, int t, int p,
+                                             const float (&v)[S][W], const bool (&ok)[S],
+                                             Coef c) {
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (!ok[s]) continue;
+    const int i = (s * p + t) * W;
+    float wv[W], bv[W], o[W];
+    load_affine<T, K, W>(w, b, i, wv, bv);
+#pragma unroll
+    for (int k = 0; k < W; ++k) o[k] = rewrite<K, kExpDone>(v[s][k], c, wv[k], bv[k]);
+    Pack<T, W>::pack(o).store(y + i);
+  }
+}
+
+constexpr int kGroupBlock = 256;  // threads of norm_rows_group: 256/g rows per block
+
+// One row per aligned group of g = 2^log2_g lanes; n ≤ g·S·W. No shared memory, no barriers.
+template <class T, NormKind K, int S, int W>
+__global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
+  using St = Stats<K>;
+  constexpr bool kKeep = kKeepExp<T, K>;
+  const int g = 1 << log2_g, t = threadIdx.x & (g - 1);
+  const std::int64_t row =
+      std::int64_t(blockIdx.x) * (kGroupBlock >> log2_g) + (threadIdx.x >> log2_g);
+  const bool live = row < a.x.rows;  // dead groups still shuffle (full-warp masks)
+  const std::int64_t r = live ? row : 0;
+  const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
+  T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
+  float v[S][W];
+  bool ok[S];
+  load_tile<T, S, W>(x, t, g, int(a.x.n), live, v, ok);
+  const auto own = St::template fold<kKeep>(v, ok);
+  const auto total = group_reduce(own, g, typename St::Monoid{});
+  const Coef c = St::coef(total, own, a.x.n, a.eps, kKeep);
+  rewrite_tile<T, K, kKeep, S, W>(y, static_cast<const T*>(a.weight),
+                                  static_cast<const T*>(a.bias), t, g, v, ok, c);
+}
+
+// One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
+template <class T, NormKind K, int S, int W>
+__global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
+  using St = Stats<K>;
+  constexpr bool kKeep = kKeepExp<T, K>;
+  __shared__ typename St::State warp_states[32];
+  const std::int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
+  T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
+  float v[S][W];
+  bool ok[S];
+  load_tile<T, S, W>(x, threadIdx.x, blockDim.x, int(a.x.n), true, v, ok);
+  const auto own = St::template fold<kKeep>(v, ok);
+  const auto total = block_reduce(own, typename St::Monoid{}, warp_states);
+  const Coef c = St::coef(total, own, a.x.n, a.eps, kKeep);
+  rewrite_tile<T, K, kKeep, S, W>(y, static_cast<const T*>(a.weight),
+                                  static_cast<const T*>(a.bias), threadIdx.x, blockDim.x, v,
+                                  ok, c);
+}
+
+// ---- Long rows: a cluster of blocks per row ------------------------------------------------
+
+constexpr int kClusterBlock = 512;
+constexpr int kMaxCluster = 16;                          // non-portable above 8 (Hopper allows 16)
+constexpr std::int64_t kSliceBytes = 64 << 10;           // aim: slices fit the cache, 3 blocks/SM
+constexpr std::int64_t kMinSliceBytes = 8 << 10;         // when widening clusters for few rows
+constexpr std::int64_t kCacheBytes = 104 << 10;          // 2 blocks/SM fit 228 KB with statics
+
+// One sweep of a chunk by one thread: its first element `base` (slice-relative) and how many
+// elements from there on are in the slice / in the cache, clamped to 32 bits.
+struct Sweep {
+  std::int64_t base;
+  int rem, rem_cached;
+  __device__ __forceinline__ Sweep(std::int64_t b, std::int64_t len, std::int64_t cached)
+      : base(b), rem(clamp32(len - b)), rem_cached(clamp32(cached - b)) {}
+  __device__ __forceinline__ static int clamp32(std::int64_t v) {
+    return int(v < -1 ? -1 : v > (1 << 30) ? (1 << 30) : v);
+  }
+};
+
+// Block `rank` of the row's cluster owns elements [rank·slice, rank·slice + slice) ∩ [0, n), and
+// caches the first `cached` of them (both multiples of W) in dynamic shared memory.
+template <class T, NormKind K, int S, int W>
+__global__ void __launch_bounds__(kClusterBlock, 2)
+norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
+  using St = Stats<K>;
+  using State = typename St::State;
+  using P = Pack<T, W>;
+  constexpr int kStride = kClusterBlock * W;                             // between a thread's packs
+  constexpr std::int64_t kChunk = std::int64_t(kStride) * S;             // (S, kClusterBlock, W)
+  // Packs per fold: the whole sweep, except LayerNorm, which folds 8 elements at a time so that
+  // its two-pass tile fold does not hold the sweep's 32 values next to the 16 raw words (spills).
+  constexpr int kFold = K == NormKind::layer ? (W >= 8 ? 1 : 8 / W) : S;
+  static_assert(S % kFold == 0);
+  extern __shared__ uint4 cache_words[];  // (cached) elements of T: the head of the slice
+  __shared__ State warp_states[32];
+  __shared__ State block_state;
+  T* cache = reinterpret_cast<T*>(cache_words);
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
+  const std::int64_t row = blockIdx.x / blocks, n = a.x.n;
+  const std::int64_t lo = std::min<std::int64_t>(rank * slice, n);
+  const std::int64_t len = std::min<std::int64_t>(slice, n - lo);
+  const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;  // (len)
+  T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride + lo;          // (len)
+  const T* w = a.weight ? static_cast<const T*>(a.weight) + lo : nullptr;
+  const T* b = a.bias ? static_cast<const T*>(a.bias) + lo : nullptr;
+  const int t = threadIdx.x;
+  const typename St::Monoid m;
+
+  // Fold the slice chunk by chunk, copying its head into shared memory on the way.
+  State acc = m.identity();
+  for (std::int64_t c0 = 0; c0 < len; c0 += kChunk) {
+    const Sweep sw(c0 + t * W, len, cached);
+    P r[S];
+    bool ok[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {  // all S loads in flight first
+      ok[s] = kStride * s < sw.rem;
+      if (ok[s]) r[s] = P::load(x + sw.base + kStride * s);
+    }
+#pragma unroll
+    for (int s0 = 0; s0 < S; s0 += kFold) {
+      float v[kFold][W];
+      bool ok_tile[kFold];
+#pragma unroll
+      for (int s = s0; s < s0 + kFold; ++s) {
+        ok_tile[s - s0] = ok[s];
+        if (ok[s]) {
+          if (kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
+          r[s].unpack(v[s - s0]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) v[s - s0][k] = 0.f;
+        }
+      }
+      acc = m.combine(acc, St::template fold<false>(v, ok_tile));
+    }
+  }
+
+  // Row state: warps, then this block, then the cluster's blocks in rank order (every warp of
+  // every block computes the same bits).
+  acc = block_reduce(acc, m, warp_states);
+  if (t == 0) block_state = acc;
+  cluster.sync();
+  const int lane = t & 31;
+  const State part = lane < int(blocks) ? *cluster.map_shared_rank(&block_state, lane)
+                                        : m.identity();
+  const State total = group_reduce(part, 32, m);
+  auto read_done = cluster.barrier_arrive();  // block_state must outlive the other blocks' reads
+  const Coef c = St::coef(total, total, n, a.eps, false);
+
+  // Rewrite, newest chunks first: the uncached tail was read last, so it is likeliest in L2.
+  for (std::int64_t c0 = (len - 1) / kChunk * kChunk; c0 >= 0 && len > 0; c0 -= kChunk) {
+    const Sweep sw(c0 + t * W, len, cached);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (kStride * s >= sw.rem) continue;
+      const std::int64_t i = sw.base + kStride * s;
+      const P r = kStride * s < sw.rem_cached ? P::load(cache + i) : P::load(x + i);
+      float v[W], wv[W], bv[W], o[W];
+      r.unpack(v);
+      load_affine<T, K, W>(w, b, i, wv, bv);
+#pragma unroll
+      for (int k = 0; k < W; ++k) o[k] = rewrite<K, false>(v[k], c, wv[k], bv[k]);
+      P::pack(o).store_streaming(y + i);
+    }
+  }
+  cluster.barrier_wait(std::move(read_done));
+}
+
+// ---- Host side -------------------------------------------------------------------------------
+
+// Kernels run on the tensors' device; the caller's current device is restored afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check_cuda(cudaGetDevice(&previous_), kWhere);
+    if (device != previous_) check_cuda(cudaSetDevice(device), kWhere);
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+constexpr std::int64_t kMaxGrid = 0x7fffffff;  // gridDim.x limit
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Calls launch(b) for consecutive batches b of at most max_rows rows.
+template <class T, class F>
+void for_row_batches(const NormArgs& a, std::int64_t max_rows, F&& launch) {
+  for (std::int64_t r0 = 0; r0 < a.x.rows; r0 += max_rows) {
+    NormArgs b = a;
+    b.x.rows = b.out.rows = std::min(max_rows, a.x.rows - r0);
+    b.x.data = static_cast<T*>(a.x.data) + r0 * a.x.row_stride;
+    b.out.data = static_cast<T*>(a.out.data) + r0 * a.out.row_stride;
+    launch(b);
+  }
+}
+
+// Cluster width: slices of ≤ kSliceBytes; widened while few rows leave SMs idle.
+int cluster_width(std::int64_t rows, std::int64_t row_bytes, int sms) {
+  std::int64_t c = std::min<std::int64_t>(kMaxCluster, ceil_div(row_bytes, kSliceBytes));
+  if (rows * c < 2 * sms)
+    c = std::max(c, std::min<std::int64_t>({kMaxCluster, ceil_div(2 * sms, rows),
+                                            row_bytes / kMinSliceBytes}));
+  return int(std::max<std::int64_t>(c, 1));
+}
+
+// Function attributes of a cluster kernel, set once per device (`done` belongs to the kernel):
+// clusters of up to 16 blocks, up to kCacheBytes of dynamic shared memory.
+void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::uint64_t>& done) {
+  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;  // bit d: device d
+  if (bit && (done.load(std::memory_order_acquire) & bit)) return;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+             kWhere);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(kCacheBytes)),
+             kWhere);
+  done.fetch_or(bit, std::memory_order_release);
+}
+
+template <class T, NormKind K, int S, int W>
+void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
+  const auto kernel = norm_rows_cluster<T, K, S, W>;
+  static std::atomic<std::uint64_t> configured{0};
+  configure_cluster_kernel(reinterpret_cast<const void*>(kernel), device, configured);
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const std::int64_t n = a.x.n;
+  int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)), sms);
+  std::int64_t slice = 0, cached = 0;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kClusterBlock);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  for (;;) {  // above 8 blocks (non-portable), narrow the cluster until the device co-schedules it
+    slice = ceil_div(ceil_div(n, c), W) * W;
+    cached = std::min<std::int64_t>(slice, kCacheBytes / std::int64_t(sizeof(T)));
+    cfg.dynamicSmemBytes = std::size_t(cached) * sizeof(T);
+    attr.val.clusterDim.x = unsigned(c);
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(c));
+    if (c <= 8) break;  // portable: 8 blocks at 2 per SM need 4 SMs of one GPC
+    int active = 0;
+    // A refused query counts as "does not fit"; its error is cleared, not thrown.
+    if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      active = 0;
+    }
+    if (active > 0) break;
+    c = 8;
+  }
+  for_row_batches<T>(a, kMaxGrid / c, [&](const NormArgs& b) {
+    cfg.gridDim = dim3(unsigned(b.x.rows * c));
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached), kWhere);
+  });
+}
+
+template <class T, NormKind K, int W>
+void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
+  constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
+  constexpr std::int64_t kItems = S * W;
+  const std::int64_t n = a.x.n;
+  if (n <= 32 * kItems) {
+    int log2_g = 0;
+    while ((kItems << log2_g) < n) ++log2_g;
+    const std::int64_t per_block = kGroupBlock >> log2_g;
+    for_row_batches<T>(a, per_block * kMaxGrid, [&](const NormArgs& b) {
+      const auto blocks = unsigned(ceil_div(b.x.rows, per_block));
+      norm_rows_group<T, K, S, W><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
+      check_cuda(cudaGetLastError(), kWhere);
+    });
+  } else if (n <= 1024 * kItems) {
+    const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
+    for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
+      norm_rows_block<T, K, S, W><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      check_cuda(cudaGetLastError(), kWhere);
+    });
+  } else {
+    launch_cluster<T, K, S, W>(a, stream, device);
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
+
+// 16-byte packs need every row start, weight and bias 16-byte aligned and n a multiple of them.
+template <class T, NormKind K>
+void launch_kind(const NormArgs& a, cudaStream_t stream, int device) {
+  constexpr int W = 16 / int(sizeof(T));
+  const bool uses_w = K == NormKind::rms || K == NormKind::layer, uses_b = K == NormKind::layer;
+  const bool vec = a.x.n % W == 0 && aligned16(a.x.data) && aligned16(a.out.data) &&
+                   (a.x.rows == 1 || (a.x.row_stride % W == 0 && a.out.row_stride % W == 0)) &&
+                   (!uses_w || !a.weight || aligned16(a.weight)) &&
+                   (!uses_b || !a.bias || aligned16(a.bias));
+  if (vec) launch_rows<T, K, W>(a, stream, device);
+  else launch_rows<T, K, 1>(a, stream, device);
+}
+
+template <class T>
+void launch_dtype(const NormArgs& a, cudaStream_t stream, int device) {
+  switch (a.kind) {
+    case NormKind::rms: return launch_kind<T, NormKind::rms>(a, stream, device);
+    case NormKind::layer: return launch_kind<T, NormKind::layer>(a, stream, device);
+    case NormKind::softmax: return launch_kind<T, NormKind::softmax>(a, stream, device);
+    case NormKind::log_softmax: return launch_kind<T, NormKind::log_softmax>(a, stream, device);
+  }
+  throw_error(kWhere, "unknown norm kind");
+}
+
+}  // namespace
+
+void norm_cuda(const NormArgs& a, int device, Stream stream) {
+  if (a.x.rows == 0 || a.x.n == 0) return;
+  DeviceGuard guard(device);
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  switch (a.dtype) {
+    case DType::f32: return launch_dtype<float>(a, s, device);
+    case DType::bf16: return launch_dtype<__nv_bfloat16>(a, s, device);
+    case DType::f16: return launch_dtype<__half>(a, s, device);
+    default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
+  }
+}
+
+}  // namespace sixfold::detail

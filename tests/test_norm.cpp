@@ -1,0 +1,232 @@
+// Norm ops (RMSNorm, LayerNorm, softmax, log-softmax) on every backend against the float64
+// reference: fresh random inputs, f32/bf16/f16, awkward row lengths (1, 3, 4095, 4097, 2^20),
+// strided rows, in place, huge logits and −inf entries; bad input rejected with nothing written.
+// The CUDA cases run where a GPU is usable (skipped otherwise; SIXFOLD_REQUIRE_GPU=1 fails them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../src/reference/norm_reference.hpp"
+#include "sixfold/ops/norm.hpp"
+#include "sixfold/runtime/error.hpp"
+#include "sixfold/runtime/tensor.hpp"
+
+using namespace sixfold;
+
+namespace {
+
+std::mt19937_64& engine() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+std::uint16_t encode16(DType t, double v) {
+  return t == DType::bf16 ? to_bfloat16(float(v)).bits : to_half(float(v)).bits;
+}
+double decode16(DType t, std::uint16_t b) {
+  return t == DType::bf16 ? to_float(BFloat16{b}) : to_float(Half{b});
+}
+double round_to(DType t, double v) {
+  return t == DType::f32 ? double(float(v)) : decode16(t, encode16(t, v));
+}
+
+// Host bytes of `rows` rows of `n` values at `stride` elements per row, padding poisoned.
+std::vector<std::uint8_t> encode(DType t, const std::vector<double>& v, std::int64_t rows,
+                                 std::int64_t n, std::int64_t stride) {
+  const std::size_t es = std::size_t(dtype_bits(t) / 8);
+  std::vector<std::uint8_t> bytes(std::size_t(rows * stride) * es, 0xff);  // NaN poison
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double x = v[std::size_t(r * n + i)];
+      void* p = bytes.data() + std::size_t(r * stride + i) * es;
+      if (t == DType::f32) { const float f = float(x); std::memcpy(p, &f, 4); }
+      else { const std::uint16_t b = encode16(t, x); std::memcpy(p, &b, 2); }
+    }
+  return bytes;
+}
+
+std::vector<double> decode(DType t, const std::vector<std::uint8_t>& bytes, std::int64_t rows,
+                           std::int64_t n, std::int64_t stride) {
+  const std::size_t es = std::size_t(dtype_bits(t) / 8);
+  std::vector<double> v(std::size_t(rows * n));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const void* p = bytes.data() + std::size_t(r * stride + i) * es;
+      if (t == DType::f32) { float f; std::memcpy(&f, p, 4); v[std::size_t(r * n + i)] = f; }
+      else { std::uint16_t b; std::memcpy(&b, p, 2); v[std::size_t(r * n + i)] = decode16(t, b); }
+    }
+  return v;
+}
+
+// Holds bytes on the chosen device and hands out strided views of them.
+struct Buffer {
+  Buffer(Device d, const std::vector<std::uint8_t>& host) : device(d), bytes(std::int64_t(host.size())) {
+    storage = allocate(d, bytes);
+    copy_bytes(storage.get(), d, host.data(), Device::cpu(), bytes);
+  }
+  std::vector<std::uint8_t> host() const {
+    std::vector<std::uint8_t> h(static_cast<std::size_t>(bytes));
+    copy_bytes(h.data(), Device::cpu(), storage.get(), device, bytes);
+    return h;
+  }
+  TensorView rows_view(DType t, std::int64_t rows, std::int64_t n, std::int64_t stride) const {
+    TensorView v = TensorView::contiguous(storage.get(), t, {rows, n}, device);
+    v.strides[0] = stride;
+    return v;
+  }
+  Device device;
+  std::int64_t bytes;
+  std::shared_ptr<void> storage;
+};
+
+struct Case {
+  NormKind kind;
+  DType dtype;
+  std::int64_t rows, n;
+  bool affine = true;   // weight (and bias for LayerNorm)
+  int pad_x = 0, pad_out = 0;
+  bool in_place = false;
+  double scale = 1.0;   // logits scale (1e4 for "huge")
+  bool neg_inf = false; // sprinkle −inf entries (softmax kinds); row 0 all −inf
+};
+
+std::string describe(const Case& c) {
+  const char* k[] = {"rms", "layer", "softmax", "log_softmax"};
+  return std::string(k[int(c.kind)]) + " " + std::string(dtype_name(c.dtype)) + " " +
+         std::to_string(c.rows) + "x" + std::to_string(c.n) + (c.affine ? " affine" : "") +
+         " pad " + std::to_string(c.pad_x) + "/" + std::to_string(c.pad_out) +
+         (c.in_place ? " in-place" : "") + (c.scale != 1 ? " scale " + std::to_string(c.scale) : "") +
+         (c.neg_inf ? " -inf" : "");
+}
+
+void run_case(const Case& c, Device dev) {
+  SCOPED_TRACE(describe(c) + " on " + to_string(dev));
+  std::normal_distribution<double> nd(0.5, 2.0);
+  std::vector<double> x(std::size_t(c.rows * c.n));
+  for (auto& v : x) v = nd(engine()) * c.scale;
+  if (c.neg_inf) {
+    for (std::int64_t i = 0; i < c.n; ++i) x[std::size_t(i)] = -INFINITY;  // a row of all −inf
+    for (std::size_t i = std::size_t(c.n); i < x.size(); i += 7) x[i] = -INFINITY;
+  }
+  std::vector<double> w, b;
+  const bool has_w = c.affine && (c.kind == NormKind::rms || c.kind == NormKind::layer);
+  const bool has_b = c.affine && c.kind == NormKind::layer;
+  if (has_w) { w.resize(std::size_t(c.n)); for (auto& v : w) v = nd(engine()); }
+  if (has_b) { b.resize(std::size_t(c.n)); for (auto& v : b) v = nd(engine()); }
+  const std::int64_t sx = c.n + c.pad_x, so = c.in_place ? sx : c.n + c.pad_out;
+  const auto xbytes = encode(c.dtype, x, c.rows, c.n, sx);
+  const auto xq = decode(c.dtype, xbytes, c.rows, c.n, sx);  // the inputs as stored
+  Buffer bx(dev, xbytes);
+  Buffer bo(dev, std::vector<std::uint8_t>(std::size_t(c.rows * so) * std::size_t(dtype_bits(c.dtype) / 8), 0xff));
+  const auto wbytes = encode(c.dtype, w, has_w ? 1 : 0, c.n, c.n);
+  const auto bbytes = encode(c.dtype, b, has_b ? 1 : 0, c.n, c.n);
+  Buffer bw(dev, wbytes), bb(dev, bbytes);
+  const TensorView tx = bx.rows_view(c.dtype, c.rows, c.n, sx);
+  const TensorView to = c.in_place ? tx : bo.rows_view(c.dtype, c.rows, c.n, so);
+  TensorView tw, tb;
+  if (has_w) tw = TensorView::contiguous(bw.storage.get(), c.dtype, {c.n}, dev);
+  if (has_b) tb = TensorView::contiguous(bb.storage.get(), c.dtype, {c.n}, dev);
+  const float eps = 1e-5f;
+  switch (c.kind) {
+    case NormKind::rms: rms_norm(tx, tw, to, {eps}); break;
+    case NormKind::layer: layer_norm(tx, tw, tb, to, {eps}); break;
+    case NormKind::softmax: softmax(tx, to); break;
+    case NormKind::log_softmax: log_softmax(tx, to); break;
+  }
+  const auto out = decode(c.dtype, (c.in_place ? bx : bo).host(), c.rows, c.n, so);
+  const auto wq = has_w ? decode(c.dtype, wbytes, 1, c.n, c.n) : std::vector<double>{};
+  const auto bq = has_b ? decode(c.dtype, bbytes, 1, c.n, c.n) : std::vector<double>{};
+  const auto ref = reference::norm(c.kind, xq, c.rows, c.n, wq, bq, eps);
+  // Rounded through the output dtype, then |out − ref| <= rtol·(|ref| + max|ref| of the row).
+  const double rtol = c.dtype == DType::f32 ? 2e-5 : (c.dtype == DType::bf16 ? 1.6e-2 : 2e-3);
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    double row_max = 0;
+    for (std::int64_t i = 0; i < c.n; ++i)
+      if (std::isfinite(ref[std::size_t(r * c.n + i)])) row_max = std::max(row_max, std::fabs(ref[std::size_t(r * c.n + i)]));
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      const double want = round_to(c.dtype, ref[std::size_t(r * c.n + i)]);
+      const double got = out[std::size_t(r * c.n + i)];
+      if (std::isnan(want) || std::isinf(want)) {
+        ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << "row " << r << " i " << i << " got " << got << " want " << want;
+        continue;
+      }
+      ASSERT_LE(std::fabs(got - want), rtol * (std::fabs(want) + row_max) + 1e-30)
+          << "row " << r << " i " << i << " got " << got << " want " << want;
+    }
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax, NormKind::log_softmax})
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 1}, {4, 3}, {5, 17},
+                             {3, 4095}, {2, 4097}, {33, 1000}, {2, 8192}, {3, 40000}, {1, 1 << 20}}) {
+        if (n >= (1 << 20) && std::getenv("SIXFOLD_TEST_SMALL")) continue;  // under compute-sanitizer
+        all.push_back({k, t, rows, n});
+      }
+      all.push_back({k, t, 9, 777, false, 3, 5});          // strided rows, no weight/bias
+      all.push_back({k, t, 6, 4096, true, 8, 0, true});    // in place, padded rows
+    }
+  for (NormKind k : {NormKind::softmax, NormKind::log_softmax})
+    for (DType t : {DType::f32, DType::bf16}) {
+      all.push_back({k, t, 4, 1000, false, 0, 0, false, 1e4});         // huge logits
+      all.push_back({k, t, 4, 4097, false, 0, 0, false, 1.0, true});   // −inf entries, a −inf row
+    }
+  return all;
+}
+
+bool gpu_ok() {
+  if (cuda_available()) return true;
+  if (std::getenv("SIXFOLD_REQUIRE_GPU")) ADD_FAILURE() << "SIXFOLD_REQUIRE_GPU is set but no GPU is usable";
+  return false;
+}
+
+}  // namespace
+
+TEST(Norm, CpuMatchesReference) {
+  for (const Case& c : cases()) run_case(c, Device::cpu());
+}
+
+TEST(Norm, CudaMatchesReference) {
+  if (!gpu_ok()) GTEST_SKIP() << "no CUDA device";
+  for (const Case& c : cases()) run_case(c, Device::cuda(0));
+}
+
+TEST(Norm, BadInputIsRejectedAndNothingWritten) {
+  std::vector<float> x(24, 1.0f), y(24, NAN), w(5, 1.0f);
+  auto tx = TensorView::contiguous(x.data(), DType::f32, {4, 6});
+  auto ty = TensorView::contiguous(y.data(), DType::f32, {4, 6});
+  auto expect = [](auto&& f, const std::string& frag) {
+    try { f(); ADD_FAILURE() << "no error; expected: " << frag; }
+    catch (const Error& e) { EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what(); }
+  };
+  expect([&] { rms_norm(tx, TensorView::contiguous(w.data(), DType::f32, {5}), ty); },
+         "argument 'weight': expected shape [6] (the row length of 'x'), got [5]");
+  expect([&] { layer_norm(tx, TensorView{}, TensorView::contiguous(w.data(), DType::f32, {5}), ty); },
+         "argument 'bias': expected shape [6]");
+  expect([&] { softmax(tx, TensorView::contiguous(y.data(), DType::f32, {6, 4})); },
+         "argument 'out': expected shape [4, 6]");
+  expect([&] { softmax(tx, TensorView::contiguous(y.data(), DType::bf16, {4, 6})); },
+         "argument 'out': expected dtype f32, got bf16");
+  expect([&] { softmax(TensorView::contiguous(x.data(), DType::i32, {4, 6}), TensorView::contiguous(y.data(), DType::i32, {4, 6})); },
+         "argument 'x': expected dtype f32, bf16 or f16, got i32");
+  auto col = tx;
+  std::swap(col.strides[0], col.strides[1]);
+  std::swap(col.shape.dims[0], col.shape.dims[1]);
+  expect([&] { softmax(col, TensorView::contiguous(y.data(), DType::f32, {6, 4})); },
+         "argument 'x': expected unit stride in the last dimension");
+  auto overlapping = ty;
+  overlapping.strides[0] = 3;
+  overlapping.shape.dims[0] = 4;
+  expect([&] { softmax(tx, overlapping); }, "argument 'out': expected rows that do not overlap");
+  expect([&] { rms_norm(tx, TensorView{}, ty, {-1.0f}); }, "argument 'params.eps'");
+  expect([&] { rms_norm(tx, TensorView{}, TensorView::contiguous(y.data(), DType::f32, {4, 6}, Device::cuda(0))); },
+         "argument 'out': expected device cpu");
+  for (float v : y) ASSERT_TRUE(std::isnan(v));
+}
