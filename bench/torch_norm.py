@@ -39,6 +39,9 @@ def eager_rms(x, w, eps):  # the unfused chain: one pass per operation
 
 
 def main():
+    # Each shape compiles its own static graph: with automatic dynamic shapes, torch.compile
+    # would recompile the lambdas for the later shapes as shape-generic (slower) kernels.
+    torch._dynamo.config.cache_size_limit = 64
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -52,9 +55,9 @@ def main():
         w = (torch.randn(n, device="cuda") * 0.1 + 1).bfloat16()
         b = (torch.randn(n, device="cuda") * 0.1).bfloat16()
         shape = (n,)
-        c_rms = torch.compile(lambda x: F.rms_norm(x, shape, w, 1e-6))
-        c_ln = torch.compile(lambda x: F.layer_norm(x, shape, w, b, 1e-5))
-        c_sm = torch.compile(lambda x: torch.softmax(x, -1))
+        c_rms = torch.compile(lambda x: F.rms_norm(x, shape, w, 1e-6), dynamic=False)
+        c_ln = torch.compile(lambda x: F.layer_norm(x, shape, w, b, 1e-5), dynamic=False)
+        c_sm = torch.compile(lambda x: torch.softmax(x, -1), dynamic=False)
         impls = {
             "rms_norm": [("sixfold", lambda x: sixfold.rms_norm(x, w, eps=1e-6)),
                          ("F.rms_norm", lambda x: F.rms_norm(x, shape, w, 1e-6)),
