@@ -20,7 +20,10 @@
 // arithmetic in f32. out may alias x exactly (in place); partial overlaps are rejected.
 // NaN/Inf: they propagate as in the formulas; a softmax row of all −inf gives NaN (0/0), the
 // same as torch.softmax; log_softmax of it gives NaN.
-// Backend follows the tensors (host: all CPU cores; CUDA: the tensors' device, in `stream`).
+// Backend follows the tensors (host: all CPU cores; CUDA: the tensors' device, in `stream`,
+// asynchronous, no allocation). CUDA, rows longer than 32768 (bf16/f16) or 16384 (f32)
+// elements: the first such call on a device sets kernel attributes, so make it outside CUDA-graph
+// capture (later calls capture fine).
 #pragma once
 
 #include "sixfold/runtime/tensor.hpp"
