@@ -43,8 +43,9 @@ std::unique_ptr<Case> make_norm_case(NormKind kind, Shape2 sh, Backend backend) 
   c->cost = {double(numel) * (kind == NormKind::softmax ? 4 : 5), double(numel) * 4, 0};
   if (kind == NormKind::softmax) c->cost.exps = double(numel);
   c->tolerance = 1.6e-2;
-  c->property = kind == NormKind::layer ? "locality (one read, one write) + Welford monoid"
-                                        : "locality (one read, one write) + associativity of the row statistics";
+  c->property = kind == NormKind::layer
+                    ? "locality (one read, one write) + Sum/Welford monoids for the row statistics"
+                    : "locality (one read, one write) + associativity of the row statistics";
   c->slots = rotating_slots(backend, double(numel) * 4);
   // Inputs: random bf16 bits from N(0.5, 2), drawn per slot; the reference from slot 0's values.
   std::mt19937_64 rng(std::random_device{}());
