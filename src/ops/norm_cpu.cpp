@@ -1,10 +1,11 @@
 // CPU backend of the norm ops: rows spread over all cores; each row is converted once into a
-// per-thread f32 buffer that stays in L1/L2, its statistics accumulated in f64 (so a 1M-element
-// row keeps f32-level accuracy), and the result converted and written once.
+// per-thread f32 buffer that stays in L1/L2, its statistics accumulated in blocked f32 lanes
+// (see blocked_sum), and the result converted and written once.
 #include <omp.h>
 
 #include <bit>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -80,69 +81,67 @@ void store_row(DType t, const float* src, void* dst, std::int64_t n) {
   }
 }
 
-// ---- f64 statistics with independent lanes (vectorizable, reproducible) ---------------------
-constexpr int kLanes = 8;
+// ---- statistics: 16 f32 lanes per block of 1024 elements, blocks summed in f64 -------------
+// f32 lanes vectorize at full AVX-512 width; flushing every 1024 elements keeps the f32 error
+// of a block (≤ 64 adds per lane) small, and the f64 sum over blocks keeps 1M-element rows at
+// f32-level accuracy. (f64 lanes throughout: 0.54 ns/element for rms_norm, 1 thread, in cache.)
+constexpr int kLanes = 16;
+constexpr std::int64_t kBlock = 1024;
 
-double sum(const float* x, std::int64_t n) {
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l];
-  for (; i < n; ++i) acc[0] += x[i];
-  double s = 0;
-  for (double a : acc) s += a;
-  return s;
+template <class F>  // F(float) -> float, applied to every element and summed
+double blocked_sum(const float* x, std::int64_t n, F f) {
+  double total = 0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t m = std::min(kBlock, n - b);
+    float acc[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= m; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += f(x[b + i + l]);
+    for (; i < m; ++i) acc[0] += f(x[b + i]);
+    float s = 0;
+    for (float a : acc) s += a;
+    total += s;
+  }
+  return total;
 }
 
+double sum(const float* x, std::int64_t n) { return blocked_sum(x, n, [](float v) { return v; }); }
+
 double sum_sq_dev(const float* x, std::int64_t n, double mean) {
-  double acc[kLanes] = {};
+  const float mf = float(mean);
+  return blocked_sum(x, n, [mf](float v) { return (v - mf) * (v - mf); });
+}
+
+// max of the row; NaN if any element is NaN (NaN flags kept in integer lanes so the loop
+// vectorizes: a bool accumulator kept GCC from vectorizing it, 24% of softmax's time).
+float row_max(const float* x, std::int64_t n) {
+  float acc[kLanes];
+  std::int32_t nan[kLanes] = {};
+  for (float& a : acc) a = -INFINITY;
   std::int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      const double d = double(x[i + l]) - mean;
-      acc[l] += d * d;
-    }
-  for (; i < n; ++i) acc[0] += (double(x[i]) - mean) * (double(x[i]) - mean);
-  double s = 0;
-  for (double a : acc) s += a;
-  return s;
-}
-
-float row_max(const float* x, std::int64_t n) {
-  float acc[16];
-  for (float& a : acc) a = -INFINITY;
-  std::int64_t i = 0;
-  bool nan = false;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; ++l) {
-      acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-      nan |= x[i + l] != x[i + l];
+      const float v = x[i + l];
+      acc[l] = v > acc[l] ? v : acc[l];
+      nan[l] |= std::int32_t(v != v);
     }
   for (; i < n; ++i) {
     acc[0] = x[i] > acc[0] ? x[i] : acc[0];
-    nan |= x[i] != x[i];
+    nan[0] |= std::int32_t(x[i] != x[i]);
   }
   float m = acc[0];
-  for (float a : acc) m = a > m ? a : m;
-  return nan ? NAN : m;
+  std::int32_t any = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    m = acc[l] > m ? acc[l] : m;
+    any |= nan[l];
+  }
+  return any ? NAN : m;
 }
 
-// y[i] = exp(x[i] - m); returns Σ y in f64.
+// y[i] = exp(x[i] - m); returns Σ y.
 double exp_shift(float* x, std::int64_t n, float m) {
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      x[i + l] = exp_f32(x[i + l] - m);
-      acc[l] += x[i + l];
-    }
-  for (; i < n; ++i) {
-    x[i] = exp_f32(x[i] - m);
-    acc[0] += x[i];
-  }
-  double s = 0;
-  for (double a : acc) s += a;
-  return s;
+  for (std::int64_t i = 0; i < n; ++i) x[i] = exp_f32(x[i] - m);
+  return sum(x, n);
 }
 
 void norm_row(const NormArgs& a, float* buf, const float* w, const float* b, std::int64_t r) {
@@ -178,14 +177,8 @@ void norm_row(const NormArgs& a, float* buf, const float* w, const float* b, std
     }
     case NormKind::log_softmax: {
       const float m = row_max(buf, n);
-      // Σ exp(x − m) lane-wise, keeping x for the output.
-      double acc[kLanes] = {};
-      std::int64_t i = 0;
-      for (; i + kLanes <= n; i += kLanes)
-        for (int l = 0; l < kLanes; ++l) acc[l] += exp_f32(buf[i + l] - m);
-      for (; i < n; ++i) acc[0] += exp_f32(buf[i] - m);
-      double s = 0;
-      for (double v : acc) s += v;
+      // Σ exp(x − m), keeping x for the output.
+      const double s = blocked_sum(buf, n, [m](float v) { return exp_f32(v - m); });
       const float shift = float(double(m) + std::log(s));
       for (std::int64_t k = 0; k < n; ++k) buf[k] -= shift;
       break;
