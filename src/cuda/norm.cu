@@ -157,6 +157,42 @@ __device__ __forceinline__ typename M::value_type block_reduce(typename M::value
 // coef: what the rewrite needs from the row's state (and, for softmax with kept exponentials,
 // the thread's own state). rewrite: one output value.
 
+// Σ v and Σ (v − c)² over a thread's tile, one independent chain per pack (FMA latency hidden).
+template <int S, int W>
+__device__ __forceinline__ float tile_sum(const float (&v)[S][W], const bool (&ok)[S]) {
+  float part[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    part[s] = 0.f;
+    if (ok[s])
+#pragma unroll
+      for (int k = 0; k < W; ++k) part[s] += v[s][k];
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) sum += part[s];
+  return sum;
+}
+
+template <int S, int W>
+__device__ __forceinline__ float tile_sq_dev(const float (&v)[S][W], const bool (&ok)[S], float c) {
+  float part[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    part[s] = 0.f;
+    if (ok[s])
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float d = v[s][k] - c;
+        part[s] = fmaf(d, d, part[s]);
+      }
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) sum += part[s];
+  return sum;
+}
+
 struct Coef {
   float a, b;
 };
@@ -168,19 +204,7 @@ template <> struct Stats<NormKind::rms> {
   using State = float;
   template <bool, int S, int W>
   __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
-    float part[S];  // one chain per pack: independent FMAs
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      part[s] = 0.f;
-      if (ok[s]) {
-#pragma unroll
-        for (int k = 0; k < W; ++k) part[s] = fmaf(v[s][k], v[s][k], part[s]);
-      }
-    }
-    float sum = 0.f;
-#pragma unroll
-    for (int s = 0; s < S; ++s) sum += part[s];
-    return sum;
+    return tile_sq_dev(v, ok, 0.f);
   }
   __device__ __forceinline__ static Coef coef(State row, State, std::int64_t n, float eps, bool) {
     return {1.0f / sqrtf(row / float(n) + eps), 0.f};
@@ -194,36 +218,11 @@ template <> struct Stats<NormKind::layer> {
   template <bool, int S, int W>
   __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
     int count = 0;
-    float part[S];
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      part[s] = 0.f;
-      if (ok[s]) {
-        count += W;
-#pragma unroll
-        for (int k = 0; k < W; ++k) part[s] += v[s][k];
-      }
-    }
+    for (int s = 0; s < S; ++s) count += ok[s] ? W : 0;
     if (count == 0) return Monoid{}.identity();
-    float sum = 0.f;
-#pragma unroll
-    for (int s = 0; s < S; ++s) sum += part[s];
-    const float mean = sum / float(count);
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      part[s] = 0.f;
-      if (ok[s]) {
-#pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const float d = v[s][k] - mean;
-          part[s] = fmaf(d, d, part[s]);
-        }
-      }
-    }
-    float m2 = 0.f;
-#pragma unroll
-    for (int s = 0; s < S; ++s) m2 += part[s];
-    return {count, mean, m2};
+    const float mean = tile_sum(v, ok) / float(count);
+    return {count, mean, tile_sq_dev(v, ok, mean)};
   }
   __device__ __forceinline__ static Coef coef(State row, State, std::int64_t n, float eps, bool) {
     return {1.0f / sqrtf(row.m2 / float(n) + eps), row.mean};
@@ -354,32 +353,8 @@ __device__ __forceinline__ void rewrite_tile(T* y, const T* w, const T* b, int t
 template <int S, int W, class Reduce>
 __device__ __forceinline__ Coef layer_coef_two_pass(const float (&v)[S][W], const bool (&ok)[S],
                                                     std::int64_t n, float eps, Reduce&& reduce) {
-  float part[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
-    part[s] = 0.f;
-    if (ok[s])
-#pragma unroll
-      for (int k = 0; k < W; ++k) part[s] += v[s][k];
-  }
-  float sum = 0.f;
-#pragma unroll
-  for (int s = 0; s < S; ++s) sum += part[s];
-  const float mean = reduce(sum) / float(n);
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
-    part[s] = 0.f;
-    if (ok[s])
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        const float d = v[s][k] - mean;
-        part[s] = fmaf(d, d, part[s]);
-      }
-  }
-  float m2 = 0.f;
-#pragma unroll
-  for (int s = 0; s < S; ++s) m2 += part[s];
-  return {1.0f / sqrtf(reduce(m2) / float(n) + eps), mean};
+  const float mean = reduce(tile_sum(v, ok)) / float(n);
+  return {1.0f / sqrtf(reduce(tile_sq_dev(v, ok, mean)) / float(n) + eps), mean};
 }
 
 constexpr int kGroupBlock = 256;  // threads of norm_rows_group: 256/g rows per block
