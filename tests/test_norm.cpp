@@ -230,3 +230,26 @@ TEST(Norm, BadInputIsRejectedAndNothingWritten) {
          "argument 'out': expected device cpu");
   for (float v : y) ASSERT_TRUE(std::isnan(v));
 }
+
+TEST(Norm, LeadingDimensionsCollapseIgnoringSizeOneStrides) {
+  const std::int64_t n = 37;
+  std::vector<float> x(3 * 2 * n), y3(3 * n, NAN), y2(3 * n, NAN);
+  std::mt19937 r(std::random_device{}());
+  for (auto& v : x) v = std::uniform_real_distribution<float>(-3, 3)(r);
+  TensorView x3 = TensorView::contiguous(x.data(), DType::f32, {3, 1, n});
+  x3.strides[0] = 2 * n;
+  x3.strides[1] = 12345;  // a size-1 dimension's stride means nothing
+  TensorView x2 = TensorView::contiguous(x.data(), DType::f32, {3, n});
+  x2.strides[0] = 2 * n;
+  softmax(x3, TensorView::contiguous(y3.data(), DType::f32, {3, 1, n}));
+  softmax(x2, TensorView::contiguous(y2.data(), DType::f32, {3, n}));
+  for (std::size_t i = 0; i < y2.size(); ++i) ASSERT_EQ(y3[i], y2[i]) << i;
+  TensorView bad = TensorView::contiguous(x.data(), DType::f32, {2, 3, n});
+  bad.strides[0] = 5 * n;  // (2, 3) rows that do not nest into one stride
+  try {
+    softmax(bad, TensorView::contiguous(y3.data(), DType::f32, {2, 3, n}));
+    ADD_FAILURE() << "accepted leading dimensions that do not collapse";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("collapse into one row stride"), std::string::npos) << e.what();
+  }
+}

@@ -26,6 +26,7 @@
 // capture (later calls capture fine).
 #pragma once
 
+#include "sixfold/ops/rows.hpp"
 #include "sixfold/runtime/tensor.hpp"
 
 namespace sixfold {
@@ -40,12 +41,6 @@ void layer_norm(const TensorView& x, const TensorView& weight, const TensorView&
                 const TensorView& out, NormParams params = {}, Stream stream = {});
 void softmax(const TensorView& x, const TensorView& out, Stream stream = {});
 void log_softmax(const TensorView& x, const TensorView& out, Stream stream = {});
-
-// A (rows, n) view of a validated tensor, what the kernels consume.
-struct RowsView {
-  void* data = nullptr;
-  std::int64_t rows = 0, n = 0, row_stride = 0;  // row_stride in elements
-};
 
 // The kernel-facing description of one call, filled by the validated entry points.
 enum class NormKind { rms, layer, softmax, log_softmax };
