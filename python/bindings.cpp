@@ -16,6 +16,7 @@
 #include <string>
 
 #include "sixfold/algebra/laws.hpp"
+#include "sixfold/ops/activation.hpp"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/parallel/parallel.hpp"
 #include "sixfold/runtime/error.hpp"
@@ -155,6 +156,28 @@ NB_MODULE(_C, m) {
   m.def("log_softmax", [](const In& x, const Out& out, std::uintptr_t s) {
     norm_op(NormKind::log_softmax, x, std::nullopt, std::nullopt, out, 0.0f, s);
   }, nb::arg("x"), nb::arg("out"), nb::arg("stream"));
+
+  m.def("bias_gelu", [](const In& x, const std::optional<In>& bias, const Out& out, const std::string& approximate,
+                        std::uintptr_t s) {
+    const char* where = "sixfold.bias_gelu";
+    if (approximate != "none" && approximate != "tanh")
+      throw_argument_error(where, "approximate", "'none' or 'tanh'", "'" + approximate + "'");
+    const TensorView vx = view_of(x, where, "x"), vo = view_of(out, where, "out");
+    const TensorView vb = optional_view(bias, where, "bias");
+    g_last_in = std::uintptr_t(vx.data);
+    g_last_out = std::uintptr_t(vo.data);
+    nb::gil_scoped_release release;
+    bias_gelu(vx, vb, vo, {approximate == "tanh" ? GeluForm::tanh : GeluForm::erf},
+              Stream{reinterpret_cast<void*>(s)});
+  }, nb::arg("x"), nb::arg("bias").none(), nb::arg("out"), nb::arg("approximate"), nb::arg("stream"));
+  m.def("silu_gate", [](const In& a, const In& b, const Out& out, std::uintptr_t s) {
+    const char* where = "sixfold.silu_gate";
+    const TensorView va = view_of(a, where, "a"), vb = view_of(b, where, "b"), vo = view_of(out, where, "out");
+    g_last_in = std::uintptr_t(va.data);
+    g_last_out = std::uintptr_t(vo.data);
+    nb::gil_scoped_release release;
+    silu_gate(va, vb, vo, Stream{reinterpret_cast<void*>(s)});
+  }, nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("stream"));
 
   m.def("last_call_pointers", [] { return std::make_tuple(g_last_in, g_last_out); },
         "(input, output) data pointers the last op handed to its kernel");

@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "../src/reference/norm_reference.hpp"
+#include "row_buffers.hpp"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
 
 using namespace sixfold;
+using namespace sixfold::testing;
 
 namespace {
 
@@ -24,65 +26,6 @@ std::mt19937_64& engine() {
   static std::mt19937_64 r(std::random_device{}());
   return r;
 }
-
-std::uint16_t encode16(DType t, double v) {
-  return t == DType::bf16 ? to_bfloat16(float(v)).bits : to_half(float(v)).bits;
-}
-double decode16(DType t, std::uint16_t b) {
-  return t == DType::bf16 ? to_float(BFloat16{b}) : to_float(Half{b});
-}
-double round_to(DType t, double v) {
-  return t == DType::f32 ? double(float(v)) : decode16(t, encode16(t, v));
-}
-
-// Host bytes of `rows` rows of `n` values at `stride` elements per row, padding poisoned.
-std::vector<std::uint8_t> encode(DType t, const std::vector<double>& v, std::int64_t rows,
-                                 std::int64_t n, std::int64_t stride) {
-  const std::size_t es = std::size_t(dtype_bits(t) / 8);
-  std::vector<std::uint8_t> bytes(std::size_t(rows * stride) * es, 0xff);  // NaN poison
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double x = v[std::size_t(r * n + i)];
-      void* p = bytes.data() + std::size_t(r * stride + i) * es;
-      if (t == DType::f32) { const float f = float(x); std::memcpy(p, &f, 4); }
-      else { const std::uint16_t b = encode16(t, x); std::memcpy(p, &b, 2); }
-    }
-  return bytes;
-}
-
-std::vector<double> decode(DType t, const std::vector<std::uint8_t>& bytes, std::int64_t rows,
-                           std::int64_t n, std::int64_t stride) {
-  const std::size_t es = std::size_t(dtype_bits(t) / 8);
-  std::vector<double> v(std::size_t(rows * n));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const void* p = bytes.data() + std::size_t(r * stride + i) * es;
-      if (t == DType::f32) { float f; std::memcpy(&f, p, 4); v[std::size_t(r * n + i)] = f; }
-      else { std::uint16_t b; std::memcpy(&b, p, 2); v[std::size_t(r * n + i)] = decode16(t, b); }
-    }
-  return v;
-}
-
-// Holds bytes on the chosen device and hands out strided views of them.
-struct Buffer {
-  Buffer(Device d, const std::vector<std::uint8_t>& host) : device(d), bytes(std::int64_t(host.size())) {
-    storage = allocate(d, bytes);
-    copy_bytes(storage.get(), d, host.data(), Device::cpu(), bytes);
-  }
-  std::vector<std::uint8_t> host() const {
-    std::vector<std::uint8_t> h(static_cast<std::size_t>(bytes));
-    copy_bytes(h.data(), Device::cpu(), storage.get(), device, bytes);
-    return h;
-  }
-  TensorView rows_view(DType t, std::int64_t rows, std::int64_t n, std::int64_t stride) const {
-    TensorView v = TensorView::contiguous(storage.get(), t, {rows, n}, device);
-    v.strides[0] = stride;
-    return v;
-  }
-  Device device;
-  std::int64_t bytes;
-  std::shared_ptr<void> storage;
-};
 
 struct Case {
   NormKind kind;
@@ -121,11 +64,11 @@ void run_case(const Case& c, Device dev) {
   const std::int64_t sx = c.n + c.pad_x, so = c.in_place ? sx : c.n + c.pad_out;
   const auto xbytes = encode(c.dtype, x, c.rows, c.n, sx);
   const auto xq = decode(c.dtype, xbytes, c.rows, c.n, sx);  // the inputs as stored
-  Buffer bx(dev, xbytes);
-  Buffer bo(dev, std::vector<std::uint8_t>(std::size_t(c.rows * so) * std::size_t(dtype_bits(c.dtype) / 8), 0xff));
+  DeviceBuffer bx(dev, xbytes);
+  DeviceBuffer bo(dev, std::vector<std::uint8_t>(std::size_t(c.rows * so) * std::size_t(dtype_bits(c.dtype) / 8), 0xff));
   const auto wbytes = encode(c.dtype, w, has_w ? 1 : 0, c.n, c.n);
   const auto bbytes = encode(c.dtype, b, has_b ? 1 : 0, c.n, c.n);
-  Buffer bw(dev, wbytes), bb(dev, bbytes);
+  DeviceBuffer bw(dev, wbytes), bb(dev, bbytes);
   const TensorView tx = bx.rows_view(c.dtype, c.rows, c.n, sx);
   const TensorView to = c.in_place ? tx : bo.rows_view(c.dtype, c.rows, c.n, so);
   TensorView tw, tb;

@@ -20,7 +20,8 @@ Error = _C.Error
 cuda_available = _C.cuda_available
 
 __all__ = ["Error", "cuda_available", "inclusive_scan", "exclusive_scan", "reduce",
-           "segmented_reduce", "rms_norm", "layer_norm", "softmax", "log_softmax", "check_laws"]
+           "segmented_reduce", "rms_norm", "layer_norm", "softmax", "log_softmax", "bias_gelu",
+           "silu_gate", "check_laws"]
 
 _OPS = ("sum", "max", "min")
 
@@ -139,6 +140,22 @@ def log_softmax(x, *, out=None, stream=None):
     if out is None:
         out = _empty(x, tuple(x.shape))
     _C.log_softmax(x, out, _stream(x, stream))
+    return out
+
+
+def bias_gelu(x, bias=None, *, approximate: str = "none", out=None, stream=None):
+    """y = gelu(x + bias): approximate="none" is the erf form, "tanh" the tanh form (as torch)."""
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    _C.bias_gelu(x, bias, out, approximate, _stream(x, stream))
+    return out
+
+
+def silu_gate(a, b, *, out=None, stream=None):
+    """y = silu(a) · b, SwiGLU's gate, in one pass over a and b."""
+    if out is None:
+        out = _empty(a, tuple(a.shape))
+    _C.silu_gate(a, b, out, _stream(a, stream))
     return out
 
 

@@ -100,3 +100,27 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 @softmax.register_fake
 def _(x):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("sixfold::bias_gelu", mutates_args=())
+def bias_gelu(x: torch.Tensor, bias: torch.Tensor | None = None, approximate: str = "none") -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _C.bias_gelu(x, bias, out, approximate, _stream(x))
+    return out
+
+
+@bias_gelu.register_fake
+def _(x, bias=None, approximate="none"):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("sixfold::silu_gate", mutates_args=())
+def silu_gate(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a, memory_format=torch.contiguous_format)
+    _C.silu_gate(a, b, out, _stream(a))
+    return out
+
+
+@silu_gate.register_fake
+def _(a, b):
+    return torch.empty_like(a, memory_format=torch.contiguous_format)

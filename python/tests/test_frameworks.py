@@ -142,3 +142,24 @@ def test_torch_norms_against_torch(shape):
         theirs = (peer.double() - ref64).norm() / den
         # at most about twice the error of PyTorch's own bf16 kernel, and within bf16 bounds
         assert ours <= max(2 * theirs, 4e-3), (ours.item(), theirs.item())
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("shape", [(1, 1), (5, 4095), (4096, 4096), (65536, 8)])
+def test_torch_activations_against_torch(shape):
+    import torch.nn.functional as F
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 3
+    g = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 3
+    b = (torch.randn(shape[-1], device="cuda") * 0.3).bfloat16()
+    xd, gd, bd = x.double(), g.double(), b.double()
+    cases = [
+        (sixfold.bias_gelu(x, b), F.gelu(xd + bd), F.gelu(x + b)),
+        (sixfold.bias_gelu(x, b, approximate="tanh"), F.gelu(xd + bd, approximate="tanh"), F.gelu(x + b, approximate="tanh")),
+        (sixfold.silu_gate(x, g), F.silu(xd) * gd, F.silu(x) * g),
+    ]
+    for got, ref64, peer in cases:
+        den = ref64.norm().clamp_min(1e-30)
+        ours = (got.double() - ref64).norm() / den
+        theirs = (peer.double() - ref64).norm() / den
+        assert ours <= max(2 * theirs, 4e-3), (ours.item(), theirs.item())

@@ -113,3 +113,23 @@ def test_norm_strided_rows_in_place_and_errors():
         sixfold.rms_norm(base, np.ones(39, np.float32))
     with pytest.raises(sixfold.Error, match="unit stride in the last dimension"):
         sixfold.softmax(base.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_activations_match_float64(dtype):
+    from math import erf, sqrt, pi, tanh, exp
+    x = rng.normal(0, 3, (7, 1001)).astype(dtype)
+    g = rng.normal(0, 3, (7, 1001)).astype(dtype)
+    b = rng.normal(0, 0.3, 1001).astype(dtype)
+    u = x.astype(np.float64) + b.astype(np.float64)
+    gelu = 0.5 * u * (1 + np.vectorize(erf)(u / sqrt(2)))
+    gelu_t = 0.5 * u * (1 + np.tanh(sqrt(2 / pi) * (u + 0.044715 * u ** 3)))
+    xd = x.astype(np.float64)
+    silu = xd / (1 + np.exp(-xd)) * g.astype(np.float64)
+    tol = 1e-5 if dtype == np.float32 else 2e-3
+    for got, want in [(sixfold.bias_gelu(x, b), gelu), (sixfold.bias_gelu(x, b, approximate="tanh"), gelu_t),
+                      (sixfold.silu_gate(x, g), silu)]:
+        assert got.dtype == dtype
+        assert np.all(np.abs(got - want) <= tol * (np.abs(want) + 1))
+    with pytest.raises(sixfold.Error, match="argument 'approximate'"):
+        sixfold.bias_gelu(x, approximate="fast")

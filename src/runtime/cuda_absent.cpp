@@ -1,5 +1,6 @@
 // The CUDA hooks of a CPU-only build: every request for device memory is an error that says so.
 #include "cuda_hooks.hpp"
+#include "../ops/activation_entries.hpp"
 #include "../ops/norm_entries.hpp"
 #include "../parallel/entries.hpp"
 #include "sixfold/runtime/ceilings.hpp"
@@ -42,6 +43,7 @@ void cuda_segmented_reduce(const TensorView&, const TensorView&, const TensorVie
   no_backend("sixfold::segmented_reduce");
 }
 void norm_cuda(const NormArgs&, int, Stream) { no_backend("sixfold norm op"); }
+void activation_cuda(const ActivationArgs&, int, Stream) { no_backend("sixfold activation op"); }
 
 }  // namespace sixfold::detail
 

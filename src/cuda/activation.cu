@@ -1,0 +1,125 @@
+// src/cuda/activation.cu — bias+GELU (erf and tanh forms) and SiLU-gate on the GPU: each input
+// read once, the output written once (locality), f32 arithmetic on f32/bf16/f16 data.
+//
+// Grid: x covers a row in chunks of (kThreads × V) elements, y walks the rows (striding by
+// gridDim.y beyond 65535 rows). V = 16 bytes of elements when every row start of every tensor
+// is 16-byte aligned and n is a multiple of V; otherwise one element per thread.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "../ops/activation_entries.hpp"
+#include "sixfold/parallel/cuda.cuh"
+
+namespace sixfold::detail {
+namespace {
+
+using parallel::cuda::check_cuda;
+constexpr int kThreads = 256;
+
+template <class T> __device__ __forceinline__ float to_f32(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else return __half2float(v);
+}
+template <class T> __device__ __forceinline__ T from_f32(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
+  else return __float2half_rn(v);
+}
+
+// V elements of T moved as one access (16 bytes when V·sizeof(T) == 16).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T e[V];
+};
+
+template <ActivationKind K>
+__device__ __forceinline__ float apply(float v, float g) {
+  if constexpr (K == ActivationKind::gelu_erf) {
+    return 0.5f * v * (1.0f + erff(v * ActivationMath::kSqrtHalf));
+  } else if constexpr (K == ActivationKind::gelu_tanh) {
+    const float t = ActivationMath::kSqrt2OverPi * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.0f + tanhf(t));
+  } else {
+    return v / (1.0f + expf(-v)) * g;
+  }
+}
+
+template <class T, ActivationKind K, int V>
+__global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
+  const std::int64_t col = (std::int64_t(blockIdx.x) * kThreads + threadIdx.x) * V;
+  if (col >= a.x.n) return;
+  using W = Vec<T, V>;
+  W bias{};
+  if constexpr (K != ActivationKind::silu_gate) {
+    if (a.bias) bias = *reinterpret_cast<const W*>(static_cast<const T*>(a.bias) + col);
+    else
+#pragma unroll
+      for (int k = 0; k < V; ++k) bias.e[k] = from_f32<T>(0.f);
+  }
+  for (std::int64_t r = blockIdx.y; r < a.x.rows; r += gridDim.y) {
+    const W x = *reinterpret_cast<const W*>(static_cast<const T*>(a.x.data) + r * a.x.row_stride + col);
+    W g{};
+    if constexpr (K == ActivationKind::silu_gate)
+      g = *reinterpret_cast<const W*>(static_cast<const T*>(a.b.data) + r * a.b.row_stride + col);
+    W y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if constexpr (K == ActivationKind::silu_gate)
+        y.e[k] = from_f32<T>(apply<K>(to_f32(x.e[k]), to_f32(g.e[k])));
+      else
+        y.e[k] = from_f32<T>(apply<K>(to_f32(x.e[k]) + to_f32(bias.e[k]), 0.f));
+    }
+    *reinterpret_cast<W*>(static_cast<T*>(a.out.data) + r * a.out.row_stride + col) = y;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <class T, ActivationKind K>
+void launch(const ActivationArgs& a, cudaStream_t stream) {
+  constexpr int kV = 16 / sizeof(T);
+  const bool rows_aligned = a.x.rows == 1 || (a.x.row_stride % kV == 0 && a.out.row_stride % kV == 0 &&
+                                              (K != ActivationKind::silu_gate || a.b.row_stride % kV == 0));
+  const bool vec = a.x.n % kV == 0 && rows_aligned && aligned16(a.x.data) && aligned16(a.out.data) &&
+                   (K != ActivationKind::silu_gate || aligned16(a.b.data)) && (!a.bias || aligned16(a.bias));
+  const int v = vec ? kV : 1;
+  const std::int64_t chunks = (a.x.n + std::int64_t(kThreads) * v - 1) / (std::int64_t(kThreads) * v);
+  const dim3 grid(unsigned(chunks), unsigned(std::min<std::int64_t>(a.x.rows, 65535)));
+  if (vec) activation_rows<T, K, kV><<<grid, kThreads, 0, stream>>>(a);
+  else activation_rows<T, K, 1><<<grid, kThreads, 0, stream>>>(a);
+  check_cuda(cudaGetLastError(), "sixfold activation");
+}
+
+template <class T>
+void launch_kind(const ActivationArgs& a, cudaStream_t s) {
+  switch (a.kind) {
+    case ActivationKind::gelu_erf: return launch<T, ActivationKind::gelu_erf>(a, s);
+    case ActivationKind::gelu_tanh: return launch<T, ActivationKind::gelu_tanh>(a, s);
+    case ActivationKind::silu_gate: return launch<T, ActivationKind::silu_gate>(a, s);
+  }
+}
+
+}  // namespace
+
+void activation_cuda(const ActivationArgs& a, int device, Stream stream) {
+  int previous = 0;
+  check_cuda(cudaGetDevice(&previous), "sixfold activation");
+  if (previous != device) check_cuda(cudaSetDevice(device), "sixfold activation");
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  try {
+    if (a.dtype == DType::f32) launch_kind<float>(a, s);
+    else if (a.dtype == DType::bf16) launch_kind<__nv_bfloat16>(a, s);
+    else launch_kind<__half>(a, s);
+  } catch (...) {
+    cudaSetDevice(previous);
+    throw;
+  }
+  if (previous != device) cudaSetDevice(previous);
+}
+
+}  // namespace sixfold::detail

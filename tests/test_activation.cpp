@@ -1,0 +1,117 @@
+// bias+GELU (erf, tanh) and SiLU-gate on every backend against float64 formulas: fresh random
+// inputs, f32/bf16/f16, awkward row lengths, strided rows, in place; bad input rejected.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "row_buffers.hpp"
+#include "sixfold/ops/activation.hpp"
+#include "sixfold/runtime/error.hpp"
+
+using namespace sixfold;
+using namespace sixfold::testing;
+
+namespace {
+
+struct Case {
+  ActivationKind kind;
+  DType dtype;
+  std::int64_t rows, n;
+  bool bias = true;
+  int pad = 0;
+  bool in_place = false;
+};
+
+double reference(ActivationKind k, double x, double g) {
+  switch (k) {
+    case ActivationKind::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case ActivationKind::gelu_tanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case ActivationKind::silu_gate: return x / (1 + std::exp(-x)) * g;
+  }
+  return NAN;
+}
+
+void run_case(const Case& c, Device dev) {
+  SCOPED_TRACE(std::to_string(int(c.kind)) + " " + std::string(dtype_name(c.dtype)) + " " +
+               std::to_string(c.rows) + "x" + std::to_string(c.n) + " pad " + std::to_string(c.pad) +
+               (c.in_place ? " in-place" : "") + " on " + to_string(dev));
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<double> nd(0.0, 3.0);
+  const std::int64_t stride = c.n + c.pad;
+  std::vector<double> x(std::size_t(c.rows * c.n)), g(x.size()), bias(std::size_t(c.n));
+  for (auto& v : x) v = nd(rng);
+  for (auto& v : g) v = nd(rng);
+  for (auto& v : bias) v = nd(rng) * 0.3;
+  const bool gate = c.kind == ActivationKind::silu_gate, has_bias = c.bias && !gate;
+  const auto xb = encode(c.dtype, x, c.rows, c.n, stride), gb = encode(c.dtype, g, c.rows, c.n, stride);
+  const auto bb = encode(c.dtype, bias, 1, c.n, c.n);
+  const auto xq = decode(c.dtype, xb, c.rows, c.n, stride), gq = decode(c.dtype, gb, c.rows, c.n, stride);
+  const auto bq = decode(c.dtype, bb, 1, c.n, c.n);
+  const std::size_t es = std::size_t(dtype_bits(c.dtype) / 8);
+  DeviceBuffer bx(dev, xb), bg(dev, gb), bbias(dev, bb),
+      bo(dev, std::vector<std::uint8_t>(std::size_t(c.rows * stride) * es, 0xff));
+  const TensorView tx = bx.rows_view(c.dtype, c.rows, c.n, stride);
+  const TensorView to = c.in_place ? tx : bo.rows_view(c.dtype, c.rows, c.n, stride);
+  TensorView tb;
+  if (has_bias) tb = TensorView::contiguous(bbias.storage.get(), c.dtype, {c.n}, dev);
+  if (gate) silu_gate(tx, bg.rows_view(c.dtype, c.rows, c.n, stride), to);
+  else bias_gelu(tx, tb, to, {c.kind == ActivationKind::gelu_tanh ? GeluForm::tanh : GeluForm::erf});
+  const auto out = decode(c.dtype, (c.in_place ? bx : bo).host(), c.rows, c.n, stride);
+  const double rtol = c.dtype == DType::f32 ? 1e-5 : (c.dtype == DType::bf16 ? 1.6e-2 : 2e-3);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double u = xq[i] + (has_bias ? bq[i % std::size_t(c.n)] : 0.0);
+    const double want = round_to(c.dtype, reference(c.kind, u, gq[i]));
+    ASSERT_LE(std::fabs(out[i] - want), rtol * (std::fabs(want) + 1.0)) << "i " << i << " got " << out[i] << " want " << want;
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (ActivationKind k : {ActivationKind::gelu_erf, ActivationKind::gelu_tanh, ActivationKind::silu_gate})
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 7}, {5, 4095}, {2, 4096}, {70000, 8}, {1, 1 << 20}})
+        all.push_back({k, t, rows, n});
+      all.push_back({k, t, 9, 1000, false, 5});        // strided rows, no bias
+      all.push_back({k, t, 4, 512, true, 8, true});     // in place
+    }
+  return all;
+}
+
+}  // namespace
+
+TEST(Activation, CpuMatchesReference) {
+  for (const Case& c : cases()) run_case(c, Device::cpu());
+}
+
+TEST(Activation, CudaMatchesReference) {
+  if (!cuda_available()) {
+    if (std::getenv("SIXFOLD_REQUIRE_GPU")) FAIL() << "SIXFOLD_REQUIRE_GPU is set but no GPU is usable";
+    GTEST_SKIP() << "no CUDA device";
+  }
+  for (const Case& c : cases()) run_case(c, Device::cuda(0));
+}
+
+TEST(Activation, BadInputIsRejectedAndNothingWritten) {
+  std::vector<float> x(24, 1.0f), y(24, NAN), b(5, 0.0f);
+  auto tx = TensorView::contiguous(x.data(), DType::f32, {4, 6});
+  auto ty = TensorView::contiguous(y.data(), DType::f32, {4, 6});
+  auto expect = [](auto&& f, const std::string& frag) {
+    try { f(); ADD_FAILURE() << "no error; expected: " << frag; }
+    catch (const Error& e) { EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what(); }
+  };
+  expect([&] { bias_gelu(tx, TensorView::contiguous(b.data(), DType::f32, {5}), ty); },
+         "sixfold::bias_gelu: argument 'bias': expected shape [6]");
+  expect([&] { silu_gate(tx, TensorView::contiguous(x.data(), DType::f32, {6, 4}), ty); },
+         "sixfold::silu_gate: argument 'b': expected shape [4, 6]");
+  expect([&] { silu_gate(tx, tx, TensorView::contiguous(y.data(), DType::f16, {4, 6})); },
+         "argument 'out': expected dtype f32, got f16");
+  expect([&] { bias_gelu(tx, TensorView{}, ty, {GeluForm(9)}); }, "argument 'params.form'");
+  expect([&] { bias_gelu(TensorView::contiguous(x.data(), DType::i32, {4, 6}), TensorView{}, TensorView::contiguous(y.data(), DType::i32, {4, 6})); },
+         "argument 'x': expected dtype f32, bf16 or f16, got i32");
+  for (float v : y) ASSERT_TRUE(std::isnan(v));
+}
