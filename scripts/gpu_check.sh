@@ -38,8 +38,10 @@ tail -5 "$out/ctest.log" | tee -a "$out/summary.txt"
 step "compute-sanitizer memcheck (small CUDA cases)"
 SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
   "$build/tests/test_parallel_cuda" >"$out/memcheck.log" 2>&1 || status=1
-SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
-  "$build/tests/test_norm" --gtest_filter='*Cuda*' >>"$out/memcheck.log" 2>&1 || status=1
+for t in test_norm test_activation; do
+  SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$build/tests/$t" --gtest_filter='*Cuda*' >>"$out/memcheck.log" 2>&1 || status=1
+done
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -6 | tee -a "$out/summary.txt"
 
 step "python package (pip install --no-build-isolation) + pytest with torch/cupy/jax, GPU required"
