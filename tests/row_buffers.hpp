@@ -2,12 +2,17 @@
 // held on the CPU or a CUDA device, decoded back to doubles for comparison.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "sixfold/runtime/dtype.hpp"
+#include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
 
 namespace sixfold::testing {
@@ -70,5 +75,23 @@ struct DeviceBuffer {
   std::int64_t bytes;
   std::shared_ptr<void> storage;
 };
+
+// Runs f and expects sixfold::Error whose message contains `fragment`.
+template <class F>
+void expect_error(F&& f, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "no sixfold::Error; expected: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+// True when the CUDA cases can run; where SIXFOLD_REQUIRE_GPU is set, false is a test failure.
+inline bool gpu_usable() {
+  if (cuda_available()) return true;
+  if (std::getenv("SIXFOLD_REQUIRE_GPU")) ADD_FAILURE() << "SIXFOLD_REQUIRE_GPU is set but no GPU is usable";
+  return false;
+}
 
 }  // namespace sixfold::testing

@@ -89,10 +89,7 @@ TEST(Activation, CpuMatchesReference) {
 }
 
 TEST(Activation, CudaMatchesReference) {
-  if (!cuda_available()) {
-    if (std::getenv("SIXFOLD_REQUIRE_GPU")) FAIL() << "SIXFOLD_REQUIRE_GPU is set but no GPU is usable";
-    GTEST_SKIP() << "no CUDA device";
-  }
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   for (const Case& c : cases()) run_case(c, Device::cuda(0));
 }
 
@@ -100,18 +97,14 @@ TEST(Activation, BadInputIsRejectedAndNothingWritten) {
   std::vector<float> x(24, 1.0f), y(24, NAN), b(5, 0.0f);
   auto tx = TensorView::contiguous(x.data(), DType::f32, {4, 6});
   auto ty = TensorView::contiguous(y.data(), DType::f32, {4, 6});
-  auto expect = [](auto&& f, const std::string& frag) {
-    try { f(); ADD_FAILURE() << "no error; expected: " << frag; }
-    catch (const Error& e) { EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what(); }
-  };
-  expect([&] { bias_gelu(tx, TensorView::contiguous(b.data(), DType::f32, {5}), ty); },
+  expect_error([&] { bias_gelu(tx, TensorView::contiguous(b.data(), DType::f32, {5}), ty); },
          "sixfold::bias_gelu: argument 'bias': expected shape [6]");
-  expect([&] { silu_gate(tx, TensorView::contiguous(x.data(), DType::f32, {6, 4}), ty); },
+  expect_error([&] { silu_gate(tx, TensorView::contiguous(x.data(), DType::f32, {6, 4}), ty); },
          "sixfold::silu_gate: argument 'b': expected shape [4, 6]");
-  expect([&] { silu_gate(tx, tx, TensorView::contiguous(y.data(), DType::f16, {4, 6})); },
+  expect_error([&] { silu_gate(tx, tx, TensorView::contiguous(y.data(), DType::f16, {4, 6})); },
          "argument 'out': expected dtype f32, got f16");
-  expect([&] { bias_gelu(tx, TensorView{}, ty, {GeluForm(9)}); }, "argument 'params.form'");
-  expect([&] { bias_gelu(TensorView::contiguous(x.data(), DType::i32, {4, 6}), TensorView{}, TensorView::contiguous(y.data(), DType::i32, {4, 6})); },
+  expect_error([&] { bias_gelu(tx, TensorView{}, ty, {GeluForm(9)}); }, "argument 'params.form'");
+  expect_error([&] { bias_gelu(TensorView::contiguous(x.data(), DType::i32, {4, 6}), TensorView{}, TensorView::contiguous(y.data(), DType::i32, {4, 6})); },
          "argument 'x': expected dtype f32, bf16 or f16, got i32");
   for (float v : y) ASSERT_TRUE(std::isnan(v));
 }

@@ -3,20 +3,9 @@
 // (see blocked_sum), and the result converted and written once.
 #include <omp.h>
 
-#include <bit>
-#include <cmath>
 #include <algorithm>
-#include <cstring>
+#include <cmath>
 #include <vector>
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 warns inside its own AVX-512 headers (conversions built on _mm*_undefined_*).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#endif
 
 #include "norm_entries.hpp"
 #include "rows_cpu.hpp"
