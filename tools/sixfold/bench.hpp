@@ -109,5 +109,8 @@ double gpu_time_ms(const std::function<void()>& launch);  // events around one l
 void register_cuda_cases();
 void register_cpu_cases();
 void register_norm_cases();  // cases_norm.cpp: CPU and, where usable, CUDA
+void register_topk_cases();            // cases_topk.cpp
+void register_selective_scan_cases();  // cases_selective_scan.cpp
+void register_attention_cases();       // cases_attention.cpp
 
 }  // namespace sixfold::bench

@@ -175,6 +175,9 @@ int main(int argc, char** argv) {
     register_cpu_cases();
     register_cuda_cases();
     register_norm_cases();
+    register_topk_cases();
+    register_selective_scan_cases();
+    register_attention_cases();
     std::set<std::string> known;
     for (const auto& f : registry()) known.insert(f.op);
     for (const auto* list : {&verify_ops, &bench_ops})

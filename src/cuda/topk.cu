@@ -1,0 +1,2 @@
+// src/cuda/topk.cu — the CUDA backend of the topk op (placeholder).
+namespace sixfold::detail {}

@@ -1,0 +1,2 @@
+// src/ops/topk_cpu.cpp — the CPU backend of the topk op (placeholder).
+namespace sixfold::detail {}
