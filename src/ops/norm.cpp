@@ -15,14 +15,52 @@ using detail::check_row_param;
 using detail::rows_of;
 
 
+void check_float_dtype(const char* where, const char* arg, const TensorView& t) {
+  if (t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::f16)
+    throw_argument_error(where, arg, "dtype f32, bf16 or f16", std::string(dtype_name(t.dtype)));
+}
+
+// A second input row tensor `t` beside `x`: same shape, dtype and device.
+RowsView input_rows(const char* where, const char* arg, const TensorView& t, const char* x_arg,
+                    const TensorView& x) {
+  check::not_null(where, arg, t);
+  check::same_shape(where, arg, t, x_arg, x);
+  check::dtype(where, arg, t, x.dtype);
+  check::same_device(where, arg, t, x_arg, x);
+  return rows_of(where, arg, t);
+}
+
+// An output that may alias `other` exactly (same data and row stride) but not overlap it.
+void alias_or_disjoint(const char* where, const char* arg, const TensorView& out,
+                       const RowsView& outr, const char* other_arg, const TensorView& other,
+                       const RowsView& otherr) {
+  const bool same = out.data == other.data && outr.row_stride == otherr.row_stride;
+  if (!same) {
+    if (out.data == other.data && outr.rows > 0)
+      throw_argument_error(where, arg, "the same row stride as '" + std::string(other_arg) +
+                                           "' when aliasing it",
+                           "row stride " + std::to_string(outr.row_stride));
+    check::no_overlap(where, arg, out, other_arg, other);
+  }
+}
+
 void run(NormKind kind, const char* where, const TensorView& x, const TensorView& weight,
-         const TensorView& bias, const TensorView& out, float eps, Stream stream) {
+         const TensorView& bias, const TensorView& out, float eps, Stream stream,
+         const TensorView* residual = nullptr, const TensorView* sum_out = nullptr) {
   NormArgs a;
   a.kind = kind;
   a.x = rows_of(where, "x", x);
-  if (x.dtype != DType::f32 && x.dtype != DType::bf16 && x.dtype != DType::f16)
-    throw_argument_error(where, "x", "dtype f32, bf16 or f16", std::string(dtype_name(x.dtype)));
+  check_float_dtype(where, "x", x);
   a.out = detail::output_rows(where, "out", out, "x", x, a.x);
+  if (residual) {
+    a.residual = input_rows(where, "residual", *residual, "x", x);
+    alias_or_disjoint(where, "out", out, a.out, "residual", *residual, a.residual);
+    a.sum_out = detail::output_rows(where, "sum_out", *sum_out, "x", x, a.x);
+    alias_or_disjoint(where, "sum_out", *sum_out, a.sum_out, "residual", *residual, a.residual);
+    if (sum_out->data == out.data && a.x.rows > 0)
+      throw_argument_error(where, "sum_out", "memory apart from 'out'", "the same memory");
+    check::no_overlap(where, "sum_out", *sum_out, "out", out);
+  }
   check_row_param(where, "weight", weight, x, a.x.n);
   check_row_param(where, "bias", bias, x, a.x.n);
   if (!(eps >= 0.0f))
@@ -36,7 +74,99 @@ void run(NormKind kind, const char* where, const TensorView& x, const TensorView
   else detail::norm_cpu(a);
 }
 
+void check_grad(const char* where, const char* arg, const TensorView& g, const TensorView& x,
+                std::int64_t n, const TensorView& dx) {
+  if (absent(g)) return;
+  check::not_null(where, arg, g);
+  if (g.rank() != 1 || g.size(0) != n)
+    throw_argument_error(where, arg, "shape [" + std::to_string(n) + "] (the row length of 'x')",
+                         to_string(g.shape));
+  if (g.dtype != x.dtype && g.dtype != DType::f32)
+    throw_argument_error(where, arg,
+                         "dtype " + std::string(dtype_name(x.dtype)) + " (that of 'x') or f32",
+                         std::string(dtype_name(g.dtype)));
+  check::same_device(where, arg, g, "x", x);
+  check::contiguous(where, arg, g);
+  check::no_overlap(where, arg, g, "dx", dx);
+  if (g.data == dx.data && n > 0)
+    throw_argument_error(where, arg, "memory apart from 'dx'", "the same memory");
+}
+
+void run_backward(NormKind kind, const char* where, const TensorView& dy, const TensorView& x,
+                  const char* x_arg, const TensorView& weight, const TensorView& dx,
+                  const TensorView& dweight, const TensorView& dbias, float eps, Stream stream) {
+  NormBackwardArgs a;
+  a.kind = kind;
+  a.dy = rows_of(where, "dy", dy);
+  check_float_dtype(where, "dy", dy);
+  a.x = input_rows(where, x_arg, x, "dy", dy);
+  a.dx = detail::output_rows(where, "dx", dx, "dy", dy, a.dy);
+  alias_or_disjoint(where, "dx", dx, a.dx, x_arg, x, a.x);
+  const std::int64_t n = a.x.n;
+  check_row_param(where, "weight", weight, x, n);
+  check_grad(where, "dweight", dweight, x, n, dx);
+  check_grad(where, "dbias", dbias, x, n, dx);
+  if (!absent(dweight) && absent(weight))
+    throw_argument_error(where, "dweight", "absent when 'weight' is absent", "a tensor");
+  if (!absent(dweight) && !absent(dbias)) {
+    check::dtype(where, "dbias", dbias, dweight.dtype);
+    check::no_overlap(where, "dbias", dbias, "dweight", dweight);
+    if (dbias.data == dweight.data && n > 0)
+      throw_argument_error(where, "dbias", "memory apart from 'dweight'", "the same memory");
+  }
+  if (!(eps >= 0.0f))
+    throw_argument_error(where, "params.eps", "a non-negative number", std::to_string(eps));
+  a.dtype = x.dtype;
+  a.grad_dtype = !absent(dweight) ? dweight.dtype : !absent(dbias) ? dbias.dtype : x.dtype;
+  a.weight = absent(weight) ? nullptr : weight.data;
+  a.dweight = absent(dweight) ? nullptr : dweight.data;
+  a.dbias = absent(dbias) ? nullptr : dbias.data;
+  a.eps = eps;
+  if (n == 0) return;
+  if (x.device.kind == DeviceKind::cuda) detail::norm_backward_cuda(a, x.device.index, stream);
+  else detail::norm_backward_cpu(a);
+}
+
 }  // namespace
+
+void add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                  const TensorView& out, const TensorView& sum_out, NormParams p, Stream stream) {
+  run(NormKind::rms, "sixfold::add_rms_norm", x, weight, TensorView{}, out, p.eps, stream,
+      &residual, &sum_out);
+}
+
+void add_layer_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                    const TensorView& bias, const TensorView& out, const TensorView& sum_out,
+                    NormParams p, Stream stream) {
+  run(NormKind::layer, "sixfold::add_layer_norm", x, weight, bias, out, p.eps, stream, &residual,
+      &sum_out);
+}
+
+void rms_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
+                       const TensorView& dx, const TensorView& dweight, NormParams p,
+                       Stream stream) {
+  run_backward(NormKind::rms, "sixfold::rms_norm_backward", dy, x, "x", weight, dx, dweight,
+               TensorView{}, p.eps, stream);
+}
+
+void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
+                         const TensorView& dx, const TensorView& dweight,
+                         const TensorView& dbias, NormParams p, Stream stream) {
+  run_backward(NormKind::layer, "sixfold::layer_norm_backward", dy, x, "x", weight, dx, dweight,
+               dbias, p.eps, stream);
+}
+
+void softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
+                      Stream stream) {
+  run_backward(NormKind::softmax, "sixfold::softmax_backward", dy, y, "y", TensorView{}, dx,
+               TensorView{}, TensorView{}, 0.0f, stream);
+}
+
+void log_softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
+                          Stream stream) {
+  run_backward(NormKind::log_softmax, "sixfold::log_softmax_backward", dy, y, "y", TensorView{},
+               dx, TensorView{}, TensorView{}, 0.0f, stream);
+}
 
 void rms_norm(const TensorView& x, const TensorView& weight, const TensorView& out,
               NormParams p, Stream stream) {

@@ -78,12 +78,22 @@ double exp_shift(float* x, std::int64_t n, float m) {
   return sum(x, n);
 }
 
-void norm_row(const NormArgs& a, float* buf, const float* w, const float* b, std::int64_t r) {
+void norm_row(const NormArgs& a, float* buf, float* res, const float* w, const float* b,
+              std::int64_t r) {
   const std::int64_t n = a.x.n;
   const std::size_t esize = std::size_t(dtype_bits(a.dtype) / 8);
   const void* src = static_cast<const char*>(a.x.data) + std::size_t(r * a.x.row_stride) * esize;
   void* dst = static_cast<char*>(a.out.data) + std::size_t(r * a.out.row_stride) * esize;
   load_row(a.dtype, src, buf, n);
+  if (a.residual.data) {  // s = x + residual, stored, then normalized as stored (rounded)
+    const void* rsrc = static_cast<const char*>(a.residual.data) +
+                       std::size_t(r * a.residual.row_stride) * esize;
+    void* sdst = static_cast<char*>(a.sum_out.data) + std::size_t(r * a.sum_out.row_stride) * esize;
+    load_row(a.dtype, rsrc, res, n);
+    for (std::int64_t i = 0; i < n; ++i) buf[i] += res[i];
+    store_row(a.dtype, buf, sdst, n);
+    if (a.dtype != DType::f32) load_row(a.dtype, sdst, buf, n);
+  }
   switch (a.kind) {
     case NormKind::rms: {
       const float rs = float(1.0 / std::sqrt(sum_sq_dev(buf, n, 0.0) / double(n) + double(a.eps)));
@@ -135,8 +145,9 @@ void norm_cpu(const NormArgs& a) {
 #pragma omp parallel if (parallel)
   {
     std::vector<float> buf(static_cast<std::size_t>(n));
+    std::vector<float> res(a.residual.data ? static_cast<std::size_t>(n) : 0);
 #pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < a.x.rows; ++r) norm_row(a, buf.data(), wp, bp, r);
+    for (std::int64_t r = 0; r < a.x.rows; ++r) norm_row(a, buf.data(), res.data(), wp, bp, r);
   }
 }
 

@@ -56,4 +56,75 @@ inline std::vector<double> norm(NormKind kind, const std::vector<double>& x, std
   return y;
 }
 
+// The residual add of add_rms_norm / add_layer_norm: s = x + residual (the caller rounds s to
+// the dtype before normalizing it, as the kernels do).
+inline std::vector<double> add(const std::vector<double>& x, const std::vector<double>& r) {
+  std::vector<double> s(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+  return s;
+}
+
+struct NormGrads {
+  std::vector<double> dx, dweight, dbias;  // rows × n, n (when w given), n (layer)
+};
+
+// Backward of `kind`. xy: the forward input x (rms, layer) or output y (softmax kinds);
+// w: n or empty. Plain loops, one pass per quantity (the unfused baseline).
+inline NormGrads norm_backward(NormKind kind, const std::vector<double>& xy,
+                               const std::vector<double>& dy, std::int64_t rows, std::int64_t n,
+                               const std::vector<double>& w, double eps) {
+  NormGrads g;
+  g.dx.resize(xy.size());
+  if (kind == NormKind::rms || kind == NormKind::layer) g.dweight.assign(std::size_t(n), 0.0);
+  if (kind == NormKind::layer) g.dbias.assign(std::size_t(n), 0.0);
+  std::vector<double> xhat(static_cast<std::size_t>(n)), gw(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* x = xy.data() + r * n;
+    const double* d = dy.data() + r * n;
+    double* dx = g.dx.data() + r * n;
+    switch (kind) {
+      case NormKind::rms:
+      case NormKind::layer: {
+        double mean = 0;
+        if (kind == NormKind::layer) {
+          for (std::int64_t i = 0; i < n; ++i) mean += x[i];
+          mean /= double(n);
+        }
+        double ss = 0;
+        for (std::int64_t i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
+        const double rs = 1.0 / std::sqrt(ss / double(n) + eps);
+        double mean_g = 0, mean_gx = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          xhat[std::size_t(i)] = (x[i] - mean) * rs;
+          gw[std::size_t(i)] = d[i] * (w.empty() ? 1.0 : w[std::size_t(i)]);
+          mean_g += gw[std::size_t(i)];
+          mean_gx += gw[std::size_t(i)] * xhat[std::size_t(i)];
+        }
+        mean_g = kind == NormKind::layer ? mean_g / double(n) : 0.0;
+        mean_gx /= double(n);
+        for (std::int64_t i = 0; i < n; ++i)
+          dx[i] = rs * (gw[std::size_t(i)] - mean_g - xhat[std::size_t(i)] * mean_gx);
+        for (std::int64_t i = 0; i < n; ++i) {
+          g.dweight[std::size_t(i)] += d[i] * xhat[std::size_t(i)];
+          if (kind == NormKind::layer) g.dbias[std::size_t(i)] += d[i];
+        }
+        break;
+      }
+      case NormKind::softmax: {
+        double s = 0;
+        for (std::int64_t i = 0; i < n; ++i) s += d[i] * x[i];
+        for (std::int64_t i = 0; i < n; ++i) dx[i] = x[i] * (d[i] - s);
+        break;
+      }
+      case NormKind::log_softmax: {
+        double s = 0;
+        for (std::int64_t i = 0; i < n; ++i) s += d[i];
+        for (std::int64_t i = 0; i < n; ++i) dx[i] = d[i] - std::exp(x[i]) * s;
+        break;
+      }
+    }
+  }
+  return g;
+}
+
 }  // namespace sixfold::reference

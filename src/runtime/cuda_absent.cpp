@@ -43,6 +43,7 @@ void cuda_segmented_reduce(const TensorView&, const TensorView&, const TensorVie
   no_backend("sixfold::segmented_reduce");
 }
 void norm_cuda(const NormArgs&, int, Stream) { no_backend("sixfold norm op"); }
+void norm_backward_cuda(const NormBackwardArgs&, int, Stream) { no_backend("sixfold norm backward"); }
 void activation_cuda(const ActivationArgs&, int, Stream) { no_backend("sixfold activation op"); }
 
 }  // namespace sixfold::detail

@@ -11,6 +11,20 @@
 //   layer_norm:  y = (x − mean) / sqrt(var + eps) · w + b         (biased variance, as torch)
 //   softmax:     y = exp(x − max) / Σ exp(x − max)
 //   log_softmax: y = x − max − log Σ exp(x − max)
+//   add_rms_norm / add_layer_norm: s = x + residual; y = norm(s); both s and y are written
+//                (the pre-norm transformer block). s is rounded to the dtype before it is
+//                normalized, so y == rms_norm(s) of the stored s.
+//
+// Backward (one read of each input row, one write of dx; statistics recomputed from x):
+//   rms_norm:    x̂ = x·r, r = 1/sqrt(mean(x²)+eps), g = dy·w
+//                dx = r·(g − x̂·mean(g·x̂)),   dw = Σ_rows dy·x̂
+//   layer_norm:  x̂ = (x−μ)·r, dx = r·(g − mean(g) − x̂·mean(g·x̂)),  dw = Σ dy·x̂,  db = Σ dy
+//   softmax:     dx = y·(dy − Σ dy·y)          (from the forward output y)
+//   log_softmax: dx = dy − exp(y)·Σ dy         (from the forward output y)
+// dweight/dbias are reduced across rows deterministically: rows are cut into a fixed number of
+// row groups (a function of the shape and, on CUDA, of the device's SM count), each group's
+// partial sums are formed in a fixed order, then the groups are summed in index order — no
+// floating-point atomics, so repeated calls give identical bits on the same device.
 //
 // Shapes: x is (..., n): the last dimension is the row and must have unit stride; the leading
 // dimensions must collapse into one row stride (any row stride: strided rows are read in place).
@@ -42,6 +56,33 @@ void layer_norm(const TensorView& x, const TensorView& weight, const TensorView&
 void softmax(const TensorView& x, const TensorView& out, Stream stream = {});
 void log_softmax(const TensorView& x, const TensorView& out, Stream stream = {});
 
+// Fused residual add + norm. x, residual, out and sum_out all have x's shape and dtype (each
+// its own row stride). sum_out may alias x or residual exactly (in place, the usual
+// `residual += x` of a pre-norm block); out may alias x or residual exactly, but out and
+// sum_out must not overlap each other.
+void add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                  const TensorView& out, const TensorView& sum_out, NormParams params = {},
+                  Stream stream = {});
+void add_layer_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                    const TensorView& bias, const TensorView& out, const TensorView& sum_out,
+                    NormParams params = {}, Stream stream = {});
+
+// Backward passes. dy and x (or y) have the same shape and dtype; dx is written with that shape
+// (it may alias dy or x exactly). dweight / dbias: (n), the dtype of x or f32, optional (absent:
+// not computed; dweight requires weight). params.eps must be the forward's. CUDA: allocates a
+// stream-ordered workspace (cudaMallocAsync) for the per-group partials when dweight/dbias are
+// requested or rows are long (> 8192 elements).
+void rms_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
+                       const TensorView& dx, const TensorView& dweight, NormParams params = {},
+                       Stream stream = {});
+void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
+                         const TensorView& dx, const TensorView& dweight,
+                         const TensorView& dbias, NormParams params = {}, Stream stream = {});
+void softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
+                      Stream stream = {});
+void log_softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
+                          Stream stream = {});
+
 // The kernel-facing description of one call, filled by the validated entry points.
 enum class NormKind { rms, layer, softmax, log_softmax };
 struct NormArgs {
@@ -50,6 +91,21 @@ struct NormArgs {
   RowsView x, out;
   const void* weight = nullptr;  // (n) or null
   const void* bias = nullptr;    // (n) or null
+  float eps = 1e-6f;
+  // Fused residual add (data == nullptr when absent): x + residual is written to sum_out and
+  // normalized.
+  RowsView residual, sum_out;
+};
+
+// One backward call. x holds the forward input (rms, layer) or the forward output y (softmax
+// kinds). dweight/dbias are written in `grad_dtype` (dtype or f32), or skipped when null.
+struct NormBackwardArgs {
+  NormKind kind = NormKind::rms;
+  DType dtype = DType::f32, grad_dtype = DType::f32;
+  RowsView dy, x, dx;
+  const void* weight = nullptr;  // (n) or null
+  void* dweight = nullptr;       // (n) or null
+  void* dbias = nullptr;         // (n) or null
   float eps = 1e-6f;
 };
 

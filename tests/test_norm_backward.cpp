@@ -1,0 +1,409 @@
+// The fused residual-add norms (add_rms_norm, add_layer_norm) and the backward passes of
+// RMSNorm, LayerNorm, softmax and log-softmax on every backend against the float64 reference:
+// fresh random inputs, f32/bf16/f16, awkward row lengths (1, 3, 4095, 4097, 2^20), strided
+// rows, in place, huge values; dweight/dbias determinism (identical bits on repeated calls);
+// bad input rejected with nothing written. CUDA cases run where a GPU is usable (skipped
+// otherwise; SIXFOLD_REQUIRE_GPU=1 fails them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../src/reference/norm_reference.hpp"
+#include "row_buffers.hpp"
+#include "sixfold/ops/norm.hpp"
+#include "sixfold/runtime/error.hpp"
+#include "sixfold/runtime/tensor.hpp"
+
+using namespace sixfold;
+using namespace sixfold::testing;
+
+namespace {
+
+std::mt19937_64& engine() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+const char* kind_name(NormKind k) {
+  const char* names[] = {"rms", "layer", "softmax", "log_softmax"};
+  return names[int(k)];
+}
+
+std::vector<double> random_values(std::size_t count, double mean, double sd) {
+  std::normal_distribution<double> nd(mean, sd);
+  std::vector<double> v(count);
+  for (auto& e : v) e = nd(engine());
+  return v;
+}
+
+std::size_t esize(DType t) { return std::size_t(dtype_bits(t) / 8); }
+
+// |got − want| <= rtol·(|want| + max|want| of the row) for every element (NaN/Inf exactly).
+// `terms`, when given: per element, the magnitude of the terms that cancel in it (the bound
+// then scales with the row's largest term instead of the possibly tiny result).
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, DType t,
+                  std::int64_t rows, std::int64_t n, double rtol, const char* what,
+                  const std::vector<double>& terms = {}) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double row_max = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double w = want[std::size_t(r * n + i)];
+      if (std::isfinite(w)) row_max = std::max(row_max, std::fabs(w));
+      if (!terms.empty() && std::isfinite(terms[std::size_t(r * n + i)]))
+        row_max = std::max(row_max, terms[std::size_t(r * n + i)]);
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double w = round_to(t, want[std::size_t(r * n + i)]);
+      const double g = got[std::size_t(r * n + i)];
+      if (!std::isfinite(w)) {
+        ASSERT_TRUE(std::isnan(w) ? std::isnan(g) : g == w) << what << " row " << r << " i " << i;
+        continue;
+      }
+      ASSERT_LE(std::fabs(g - w), rtol * (std::fabs(w) + row_max) + 1e-30)
+          << what << " row " << r << " i " << i << " got " << g << " want " << w;
+    }
+  }
+}
+
+double rtol_of(DType t, double f32) {
+  return t == DType::f32 ? f32 : (t == DType::bf16 ? 1.6e-2 : 2e-3);
+}
+
+// ---- fused residual add + norm ------------------------------------------------------------
+
+struct AddCase {
+  NormKind kind;  // rms or layer
+  DType dtype;
+  std::int64_t rows, n;
+  bool affine = true;
+  int pad = 0;            // extra elements per row of every tensor (strided rows)
+  int alias = 0;          // 0: separate outputs; 1: sum_out = residual; 2: sum_out = x, out = residual
+  double scale = 1.0;     // huge values: 1e4 (bf16/f32) or 1e2 (f16)
+};
+
+void run_add_case(const AddCase& c, Device dev) {
+  SCOPED_TRACE(std::string("add_") + kind_name(c.kind) + " " + std::string(dtype_name(c.dtype)) +
+               " " + std::to_string(c.rows) + "x" + std::to_string(c.n) + " pad " +
+               std::to_string(c.pad) + " alias " + std::to_string(c.alias) + " scale " +
+               std::to_string(c.scale) + " on " + to_string(dev));
+  const std::size_t numel = std::size_t(c.rows * c.n);
+  auto x = random_values(numel, 0.5, 2.0 * c.scale), r = random_values(numel, -0.2, 1.5 * c.scale);
+  const bool has_b = c.affine && c.kind == NormKind::layer;
+  const auto w = c.affine ? random_values(std::size_t(c.n), 1.0, 0.5) : std::vector<double>{};
+  const auto b = has_b ? random_values(std::size_t(c.n), 0.0, 0.5) : std::vector<double>{};
+  const std::int64_t st = c.n + c.pad;
+  const auto xb = encode(c.dtype, x, c.rows, c.n, st), rb = encode(c.dtype, r, c.rows, c.n, st);
+  const auto xq = decode(c.dtype, xb, c.rows, c.n, st), rq = decode(c.dtype, rb, c.rows, c.n, st);
+  const std::vector<std::uint8_t> poison(std::size_t(c.rows * st) * esize(c.dtype), 0xff);
+  DeviceBuffer bx(dev, xb), br(dev, rb), bo(dev, poison), bs(dev, poison);
+  const auto wb = encode(c.dtype, w, c.affine ? 1 : 0, c.n, c.n);
+  const auto bbytes = encode(c.dtype, b, has_b ? 1 : 0, c.n, c.n);
+  DeviceBuffer bw(dev, wb), bb(dev, bbytes);
+  const TensorView tx = bx.rows_view(c.dtype, c.rows, c.n, st);
+  const TensorView tr = br.rows_view(c.dtype, c.rows, c.n, st);
+  TensorView to = bo.rows_view(c.dtype, c.rows, c.n, st), ts = bs.rows_view(c.dtype, c.rows, c.n, st);
+  const DeviceBuffer* out_buf = &bo;
+  const DeviceBuffer* sum_buf = &bs;
+  if (c.alias == 1) { ts = tr; sum_buf = &br; }
+  if (c.alias == 2) { ts = tx; sum_buf = &bx; to = tr; out_buf = &br; }
+  TensorView tw, tb;
+  if (c.affine) tw = TensorView::contiguous(bw.storage.get(), c.dtype, {c.n}, dev);
+  if (has_b) tb = TensorView::contiguous(bb.storage.get(), c.dtype, {c.n}, dev);
+  const float eps = 1e-5f;
+  if (c.kind == NormKind::rms) add_rms_norm(tx, tr, tw, to, ts, {eps});
+  else add_layer_norm(tx, tr, tw, tb, to, ts, {eps});
+  const auto s = decode(c.dtype, sum_buf->host(), c.rows, c.n, st);
+  const auto y = decode(c.dtype, out_buf->host(), c.rows, c.n, st);
+  // s against x + residual rounded once to the dtype; y against the norm of the stored s.
+  expect_close(s, reference::add(xq, rq), c.dtype, c.rows, c.n,
+               c.dtype == DType::f32 ? 1e-7 : (c.dtype == DType::bf16 ? 4e-3 : 5e-4), "sum");
+  const auto wq = c.affine ? decode(c.dtype, wb, 1, c.n, c.n) : std::vector<double>{};
+  const auto bq = has_b ? decode(c.dtype, bbytes, 1, c.n, c.n) : std::vector<double>{};
+  expect_close(y, reference::norm(c.kind, s, c.rows, c.n, wq, bq, eps), c.dtype, c.rows, c.n,
+               rtol_of(c.dtype, 2e-5), "y");
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> shapes() {
+  std::vector<std::pair<std::int64_t, std::int64_t>> v = {
+      {1, 1}, {3, 1}, {4, 3}, {5, 17}, {3, 4095}, {2, 4097}, {33, 1000}, {2, 8192}, {3, 40000}};
+  if (!std::getenv("SIXFOLD_TEST_SMALL")) v.push_back({1, 1 << 20});  // not under the sanitizer
+  return v;
+}
+
+std::vector<AddCase> add_cases() {
+  std::vector<AddCase> all;
+  for (NormKind k : {NormKind::rms, NormKind::layer})
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (auto [rows, n] : shapes()) all.push_back({k, t, rows, n});
+      all.push_back({k, t, 9, 777, false, 5});               // strided rows, no weight/bias
+      all.push_back({k, t, 6, 4096, true, 8, 1});            // residual updated in place
+      all.push_back({k, t, 7, 1000, true, 0, 2});            // sum into x, y into residual
+      all.push_back({k, t, 2, 50000, true, 3, 1});           // long rows, in place, strided
+      all.push_back({k, t, 4, 1000, true, 0, 0, t == DType::f16 ? 1e2 : 1e4});  // huge values
+    }
+  return all;
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+
+struct BwdCase {
+  NormKind kind;
+  DType dtype;
+  std::int64_t rows, n;
+  bool affine = true;      // weight (and dweight / dbias where the kind has them)
+  bool f32_grads = false;  // dweight/dbias in f32 instead of the dtype
+  int pad = 0;             // strided rows
+  int in_place = 0;        // 0: dx separate; 1: dx = dy; 2: dx = x (or y)
+  double scale = 1.0;      // huge inputs (rms/layer: x scale; softmax: logits scale)
+};
+
+struct BwdResult {
+  std::vector<std::uint8_t> dx, dw, db;
+};
+
+// Runs one backward call on `dev` and returns the raw bytes of dx, dweight and dbias.
+BwdResult run_backward(const BwdCase& c, Device dev, const std::vector<std::uint8_t>& xb,
+                       const std::vector<std::uint8_t>& db, const std::vector<std::uint8_t>& wb) {
+  const std::int64_t st = c.n + c.pad;
+  const bool norm = c.kind == NormKind::rms || c.kind == NormKind::layer;
+  const bool has_w = norm && c.affine, has_b = c.kind == NormKind::layer && c.affine;
+  const DType gt = c.f32_grads ? DType::f32 : c.dtype;
+  DeviceBuffer bx(dev, xb), bd(dev, db), bw(dev, wb);
+  DeviceBuffer bdx(dev, std::vector<std::uint8_t>(xb.size(), 0xff));
+  const std::vector<std::uint8_t> gpoison(std::size_t(c.n) * esize(gt), 0xff);
+  DeviceBuffer bgw(dev, gpoison), bgb(dev, gpoison);
+  const TensorView tx = bx.rows_view(c.dtype, c.rows, c.n, st);
+  const TensorView tdy = bd.rows_view(c.dtype, c.rows, c.n, st);
+  TensorView tdx = bdx.rows_view(c.dtype, c.rows, c.n, st);
+  const DeviceBuffer* dx_buf = &bdx;
+  if (c.in_place == 1) { tdx = tdy; dx_buf = &bd; }
+  if (c.in_place == 2) { tdx = tx; dx_buf = &bx; }
+  TensorView tw, tgw, tgb;
+  if (has_w) {
+    tw = TensorView::contiguous(bw.storage.get(), c.dtype, {c.n}, dev);
+    tgw = TensorView::contiguous(bgw.storage.get(), gt, {c.n}, dev);
+  }
+  if (has_b) tgb = TensorView::contiguous(bgb.storage.get(), gt, {c.n}, dev);
+  const float eps = 1e-5f;
+  switch (c.kind) {
+    case NormKind::rms: rms_norm_backward(tdy, tx, tw, tdx, tgw, {eps}); break;
+    case NormKind::layer: layer_norm_backward(tdy, tx, tw, tdx, tgw, tgb, {eps}); break;
+    case NormKind::softmax: softmax_backward(tdy, tx, tdx); break;
+    case NormKind::log_softmax: log_softmax_backward(tdy, tx, tdx); break;
+  }
+  BwdResult res;
+  res.dx = dx_buf->host();
+  if (has_w) res.dw = bgw.host();
+  if (has_b) res.db = bgb.host();
+  return res;
+}
+
+struct BwdInputs {
+  std::vector<std::uint8_t> xb, db, wb;
+  std::vector<double> xq, dq, wq;
+};
+
+BwdInputs make_inputs(const BwdCase& c) {
+  const std::int64_t st = c.n + c.pad;
+  const std::size_t numel = std::size_t(c.rows * c.n);
+  BwdInputs in;
+  std::vector<double> x = random_values(numel, 0.5, 2.0 * c.scale);
+  if (c.kind == NormKind::softmax || c.kind == NormKind::log_softmax)  // x holds y = f(logits)
+    x = reference::norm(c.kind, x, c.rows, c.n, {}, {}, 0.0);
+  const auto d = random_values(numel, 0.0, 1.0);
+  const bool has_w = (c.kind == NormKind::rms || c.kind == NormKind::layer) && c.affine;
+  const auto w = has_w ? random_values(std::size_t(c.n), 1.0, 0.5) : std::vector<double>{};
+  in.xb = encode(c.dtype, x, c.rows, c.n, st);
+  in.db = encode(c.dtype, d, c.rows, c.n, st);
+  in.wb = encode(c.dtype, w, has_w ? 1 : 0, c.n, c.n);
+  in.xq = decode(c.dtype, in.xb, c.rows, c.n, st);
+  in.dq = decode(c.dtype, in.db, c.rows, c.n, st);
+  if (has_w) in.wq = decode(c.dtype, in.wb, 1, c.n, c.n);
+  return in;
+}
+
+// Per element of dx, the sum of the magnitudes of its terms (see norm.hpp's formulas).
+std::vector<double> dx_terms(NormKind kind, const std::vector<double>& x,
+                             const std::vector<double>& dy, std::int64_t rows, std::int64_t n,
+                             const std::vector<double>& w, double eps) {
+  std::vector<double> t(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data() + r * n;
+    const double* d = dy.data() + r * n;
+    double mean = 0, ss = 0, sg = 0, sgx = 0, s = 0;
+    if (kind == NormKind::layer) {
+      for (std::int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= double(n);
+    }
+    for (std::int64_t i = 0; i < n; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+    const double rs = 1.0 / std::sqrt(ss / double(n) + eps);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double g = d[i] * (w.empty() ? 1.0 : w[std::size_t(i)]);
+      sg += std::fabs(g);
+      sgx += std::fabs(g * (xr[i] - mean) * rs);
+      s += kind == NormKind::softmax ? std::fabs(d[i] * xr[i]) : std::fabs(d[i]);
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double g = d[i] * (w.empty() ? 1.0 : w[std::size_t(i)]);
+      const double xh = (xr[i] - mean) * rs;
+      double& e = t[std::size_t(r * n + i)];
+      if (kind == NormKind::rms || kind == NormKind::layer)
+        e = rs * (std::fabs(g) + sg / double(n) + std::fabs(xh) * sgx / double(n));
+      else if (kind == NormKind::softmax) e = std::fabs(xr[i]) * (std::fabs(d[i]) + s);
+      else e = std::fabs(d[i]) + std::exp(xr[i]) * s;
+    }
+  }
+  return t;
+}
+
+void run_bwd_case(const BwdCase& c, Device dev) {
+  SCOPED_TRACE(std::string(kind_name(c.kind)) + "_backward " + std::string(dtype_name(c.dtype)) +
+               " " + std::to_string(c.rows) + "x" + std::to_string(c.n) +
+               (c.affine ? " affine" : "") + (c.f32_grads ? " f32-grads" : "") + " pad " +
+               std::to_string(c.pad) + " in-place " + std::to_string(c.in_place) + " scale " +
+               std::to_string(c.scale) + " on " + to_string(dev));
+  const BwdInputs in = make_inputs(c);
+  const BwdResult got = run_backward(c, dev, in.xb, in.db, in.wb);
+  const auto ref = reference::norm_backward(c.kind, in.xq, in.dq, c.rows, c.n, in.wq, 1e-5);
+  const std::int64_t st = c.n + c.pad;
+  // dx: f32 statistics over up to 2^20 elements, so a looser f32 bound than the forward's.
+  expect_close(decode(c.dtype, got.dx, c.rows, c.n, st), ref.dx, c.dtype, c.rows, c.n,
+               rtol_of(c.dtype, 1e-4), "dx",
+               dx_terms(c.kind, in.xq, in.dq, c.rows, c.n, in.wq, 1e-5));
+  const DType gt = c.f32_grads ? DType::f32 : c.dtype;
+  if (!got.dw.empty())
+    expect_close(decode(gt, got.dw, 1, c.n, c.n), ref.dweight, gt, 1, c.n, rtol_of(gt, 1e-4), "dweight");
+  if (!got.db.empty())
+    expect_close(decode(gt, got.db, 1, c.n, c.n), ref.dbias, gt, 1, c.n, rtol_of(gt, 1e-4), "dbias");
+}
+
+std::vector<BwdCase> bwd_cases() {
+  std::vector<BwdCase> all;
+  for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax, NormKind::log_softmax})
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (auto [rows, n] : shapes()) all.push_back({k, t, rows, n});
+      all.push_back({k, t, 9, 777, false, false, 5});          // strided, no weight
+      all.push_back({k, t, 6, 4096, true, true, 8, 1});        // f32 grads, dx = dy, strided
+      all.push_back({k, t, 70, 1024, true, false, 0, 2});      // many rows, dx = x
+      all.push_back({k, t, 5, 30000, true, true, 2, 0});       // long strided rows, f32 grads
+      all.push_back({k, t, 300, 96, true, false});             // short rows, many row groups
+      if (k == NormKind::softmax || k == NormKind::log_softmax || t != DType::f16)
+        all.push_back({k, t, 4, 1000, true, false, 0, 0, 1e4});  // huge inputs / logits
+    }
+  return all;
+}
+
+}  // namespace
+
+TEST(AddNorm, CpuMatchesReference) {
+  for (const AddCase& c : add_cases()) run_add_case(c, Device::cpu());
+}
+
+TEST(AddNorm, CudaMatchesReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  for (const AddCase& c : add_cases()) run_add_case(c, Device::cuda(0));
+}
+
+TEST(NormBackward, CpuMatchesReference) {
+  for (const BwdCase& c : bwd_cases()) run_bwd_case(c, Device::cpu());
+}
+
+TEST(NormBackward, CudaMatchesReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  for (const BwdCase& c : bwd_cases()) run_bwd_case(c, Device::cuda(0));
+}
+
+// Two calls on the same inputs give identical bits (dx, dweight, dbias): the row groups and the
+// order of every reduction are fixed.
+void check_determinism(Device dev) {
+  for (const BwdCase& c : {BwdCase{NormKind::layer, DType::f32, 3000, 1024},
+                           BwdCase{NormKind::rms, DType::bf16, 2000, 4096, true, true},
+                           BwdCase{NormKind::layer, DType::bf16, 24, 50000, true, true}}) {
+    SCOPED_TRACE(std::string(kind_name(c.kind)) + " " + std::to_string(c.rows) + "x" +
+                 std::to_string(c.n) + " on " + to_string(dev));
+    const BwdInputs in = make_inputs(c);
+    const BwdResult a = run_backward(c, dev, in.xb, in.db, in.wb);
+    const BwdResult b = run_backward(c, dev, in.xb, in.db, in.wb);
+    EXPECT_TRUE(a.dx == b.dx);
+    ASSERT_FALSE(a.dw.empty());
+    EXPECT_TRUE(a.dw == b.dw) << "dweight differs between two runs";
+    if (c.kind == NormKind::layer) {
+      EXPECT_TRUE(a.db == b.db) << "dbias differs between two runs";
+    }
+  }
+}
+
+TEST(NormBackward, CpuGradientsAreDeterministic) { check_determinism(Device::cpu()); }
+
+TEST(NormBackward, CudaGradientsAreDeterministic) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  check_determinism(Device::cuda(0));
+}
+
+TEST(AddNorm, BadInputIsRejectedAndNothingWritten) {
+  std::vector<float> x(24, 1.0f), r(24, 1.0f), y(24, NAN), s(24, NAN), w(5, 1.0f), r2(20, 1.0f);
+  auto v = [](std::vector<float>& d, Shape sh) { return TensorView::contiguous(d.data(), DType::f32, sh); };
+  const auto tx = v(x, {4, 6}), tr = v(r, {4, 6}), ty = v(y, {4, 6}), ts = v(s, {4, 6});
+  expect_error([&] { add_rms_norm(tx, tr, v(w, {5}), ty, ts); },
+               "argument 'weight': expected shape [6] (the row length of 'x'), got [5]");
+  expect_error([&] { add_layer_norm(tx, v(r2, {4, 5}), TensorView{}, TensorView{}, ty, ts); },
+               "argument 'residual': expected shape [4, 6] (that of 'x'), got [4, 5]");
+  expect_error([&] { add_rms_norm(tx, TensorView::contiguous(r.data(), DType::bf16, {4, 6}), TensorView{}, ty, ts); },
+               "argument 'residual': expected dtype f32");
+  expect_error([&] { add_rms_norm(tx, tr, TensorView{}, ty, v(s, {6, 4})); },
+               "argument 'sum_out': expected shape [4, 6]");
+  expect_error([&] { add_rms_norm(tx, tr, TensorView{}, ty, ty); },
+               "argument 'sum_out': expected memory apart from 'out'");
+  auto shifted = ty;
+  shifted.data = y.data() + 1;
+  shifted.shape.dims[0] = 3;
+  auto shifted_s = v(s, {3, 6});
+  auto tx3 = v(x, {3, 6}), tr3 = v(r, {3, 6});
+  expect_error([&] { add_rms_norm(tx3, tr3, TensorView{}, v(y, {3, 6}), shifted); },
+               "argument 'sum_out': expected memory that does not partly overlap 'out'");
+  (void)shifted_s;
+  for (float e : y) ASSERT_TRUE(std::isnan(e));
+  for (float e : s) ASSERT_TRUE(std::isnan(e));
+  for (float e : r) ASSERT_EQ(e, 1.0f);
+}
+
+TEST(NormBackward, BadInputIsRejectedAndNothingWritten) {
+  std::vector<float> x(24, 1.0f), dy(24, 1.0f), dx(24, NAN), w(6, 1.0f), gw(6, NAN), gb(6, NAN),
+      small(5, NAN);
+  auto v = [](std::vector<float>& d, Shape sh) { return TensorView::contiguous(d.data(), DType::f32, sh); };
+  const auto tx = v(x, {4, 6}), tdy = v(dy, {4, 6}), tdx = v(dx, {4, 6});
+  expect_error([&] { rms_norm_backward(tdy, tx, v(small, {5}), tdx, TensorView{}); },
+               "argument 'weight': expected shape [6] (the row length of 'x'), got [5]");
+  expect_error([&] { rms_norm_backward(tdy, tx, v(w, {6}), tdx, v(small, {5})); },
+               "argument 'dweight': expected shape [6] (the row length of 'x'), got [5]");
+  expect_error([&] { layer_norm_backward(tdy, tx, TensorView{}, tdx, v(gw, {6}), TensorView{}); },
+               "argument 'dweight': expected absent when 'weight' is absent");
+  expect_error([&] { layer_norm_backward(tdy, v(x, {6, 4}), TensorView{}, tdx, TensorView{}, TensorView{}); },
+               "argument 'x': expected shape [4, 6] (that of 'dy'), got [6, 4]");
+  expect_error([&] { softmax_backward(tdy, tx, v(dx, {4, 5})); }, "argument 'dx': expected shape [4, 6]");
+  expect_error([&] { log_softmax_backward(tdy, TensorView::contiguous(x.data(), DType::f16, {4, 6}), tdx); },
+               "argument 'y': expected dtype f32");
+  expect_error([&] { layer_norm_backward(tdy, tx, v(w, {6}), tdx, v(gw, {6}), v(gw, {6})); },
+               "argument 'dbias': expected memory apart from 'dweight'");
+  expect_error([&] { layer_norm_backward(tdy, tx, v(w, {6}), tdx, TensorView::contiguous(gw.data(), DType::i32, {6}), TensorView{}); },
+               "argument 'dweight': expected dtype f32 (that of 'x') or f32, got i32");
+  expect_error([&] { rms_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, {-1.0f}); }, "argument 'params.eps'");
+  for (float e : dx) ASSERT_TRUE(std::isnan(e));
+  for (float e : gw) ASSERT_TRUE(std::isnan(e));
+  for (float e : gb) ASSERT_TRUE(std::isnan(e));
+}
+
+TEST(NormBackward, NoRowsGiveZeroGradients) {
+  std::vector<float> none(1, 0.0f), w(6, 1.0f), gw(6, NAN), gb(6, NAN);
+  const auto empty = TensorView::contiguous(none.data(), DType::f32, {0, 6});
+  layer_norm_backward(empty, empty, TensorView::contiguous(w.data(), DType::f32, {6}), empty,
+                      TensorView::contiguous(gw.data(), DType::f32, {6}),
+                      TensorView::contiguous(gb.data(), DType::f32, {6}));
+  for (float e : gw) ASSERT_EQ(e, 0.0f);
+  for (float e : gb) ASSERT_EQ(e, 0.0f);
+}
