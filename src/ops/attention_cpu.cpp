@@ -1,2 +1,462 @@
-// src/ops/attention_cpu.cpp — the CPU backend of the attention op (placeholder).
-namespace sixfold::detail {}
+// CPU backend of attention: exact softmax attention, one (query tile × key tile) block at a time.
+//
+//   S = scale · Q Kᵀ,  P = exp(S − m),  O = P V / Σ P,  lse = m + log Σ P      (per query row)
+//
+// The online-softmax state (m, l, O) of a row is a monoid (associativity): key tiles are folded
+// in one at a time, the scores of a tile never leave the L1/L2 cache (locality), and nothing of
+// size q_len × kv_len is ever allocated. When there are too few query tiles to keep every core
+// busy (decoding: q_len 1…16), the key range is split across threads and the partial states
+// merged with the same monoid (flash-decoding).
+//
+// Layout: a tile holds M = 16·NV query "lanes" that share one kv head — lane r of kv head h is
+// query row r / g of q head h·g + r % g (g = q_heads / kv_heads), so GQA decoding puts the g
+// heads of a group side by side and K/V are read once for all of them. Everything is kept with
+// the lanes innermost, transposed: Qᵀ (head_dim, M), Sᵀ/Pᵀ (block_k, M), Oᵀ (head_dim, M), so the
+// softmax (max, exp, sum, rescale) is purely vertical SIMD, and K and V are read in their
+// natural row layout (each element broadcast against M lanes) — no packing of K or V, f32
+// inputs are read in place, bf16 rows are widened once per tile.
+//
+// Both products are register-blocked micro-GEMMs: R rows × NV vectors of 16 lanes in
+// registers (R·NV = 24 accumulators of the 32 zmm registers), written with GCC vector
+// extensions so they compile to AVX-512 FMAs with embedded broadcasts here and to narrower
+// SIMD (or scalar code) elsewhere.
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "attention_entries.hpp"
+#include "rows_cpu.hpp"
+#include "sixfold/runtime/vec_math.hpp"
+
+namespace sixfold::detail {
+namespace {
+
+using vf = float __attribute__((vector_size(64)));  // 16 f32 lanes
+constexpr int kLanes = 16;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline vf vload(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+
+// Tuning (measured on the 2-core Xeon (AVX-512) this was written on, f32, head_dim 64/128,
+// seq 2048; see docs/perf/attention.md): keys per tile, and when to split the key range.
+struct CpuTuning {
+  int block_k;           // keys per tile: Sᵀ is block_k × M f32 (32 KiB for 128 × 64)
+  int tasks_per_thread;  // split key ranges until there are this many work items per thread
+  int min_split_keys;    // never split a key range into pieces shorter than this
+};
+constexpr CpuTuning kTuning{128, 4, 512};
+
+// ---- micro-GEMMs -------------------------------------------------------------------------
+// Sᵀ rows [0, R): st[j] = Σ_c k[j·ks + c] · qt[c]   (k: R rows of d; qt: (d, M); st: (R, M))
+template <int NV, int R>
+inline void scores_rows(const float* k, std::int64_t ks, const float* qt, std::int64_t d,
+                        float* st) {
+  constexpr int M = kLanes * NV;
+  vf acc[R][NV] = {};
+  for (std::int64_t c = 0; c < d; ++c) {
+    vf q[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) q[v] = vload(qt + c * M + v * kLanes);
+#pragma GCC unroll 24
+    for (int r = 0; r < R; ++r) {
+      const float x = k[r * ks + c];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += x * q[v];
+    }
+  }
+#pragma GCC unroll 24
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) vstore(st + r * M + v * kLanes, acc[r][v]);
+}
+
+// Oᵀ rows [0, R) (head_dim columns c0…c0+R of the output): ot[c] = alpha ⊙ ot[c] + Σ_j v[j·vs + c] · p[j]
+template <int NV, int R>
+inline void pv_rows(const float* v, std::int64_t vs, const float* p, std::int64_t nk,
+                    const float* alpha, float* ot) {
+  constexpr int M = kLanes * NV;
+  vf acc[R][NV];
+  vf al[NV];
+#pragma GCC unroll 4
+  for (int u = 0; u < NV; ++u) al[u] = vload(alpha + u * kLanes);
+#pragma GCC unroll 24
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) acc[r][u] = vload(ot + r * M + u * kLanes) * al[u];
+  for (std::int64_t j = 0; j < nk; ++j) {
+    vf pj[NV];
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) pj[u] = vload(p + j * M + u * kLanes);
+#pragma GCC unroll 24
+    for (int r = 0; r < R; ++r) {
+      const float x = v[j * vs + r];
+#pragma GCC unroll 4
+      for (int u = 0; u < NV; ++u) acc[r][u] += x * pj[u];
+    }
+  }
+#pragma GCC unroll 24
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) vstore(ot + r * M + u * kLanes, acc[r][u]);
+}
+
+// Row blocks of R = 24 / NV, then the remainder in power-of-two pieces.
+template <int NV>
+constexpr int kRows = 24 / NV;
+
+template <int NV, int R>
+void scores_tail(const float* k, std::int64_t ks, const float* qt, std::int64_t d, float* st,
+                 std::int64_t n) {
+  constexpr int M = kLanes * NV;
+  if constexpr (R >= 1) {
+    if (n & R) {
+      scores_rows<NV, R>(k, ks, qt, d, st);
+      k += R * ks, st += R * M;
+    }
+    scores_tail<NV, R / 2>(k, ks, qt, d, st, n);
+  }
+}
+
+template <int NV>
+void scores(const float* k, std::int64_t ks, const float* qt, std::int64_t d, float* st,
+            std::int64_t nk) {
+  constexpr int M = kLanes * NV, R = kRows<NV>;
+  std::int64_t j = 0;
+  for (; j + R <= nk; j += R) scores_rows<NV, R>(k + j * ks, ks, qt, d, st + j * M);
+  scores_tail<NV, std::bit_floor(unsigned(R - 1))>(k + j * ks, ks, qt, d, st + j * M, nk - j);
+}
+
+template <int NV, int R>
+void pv_tail(const float* v, std::int64_t vs, const float* p, std::int64_t nk,
+             const float* alpha, float* ot, std::int64_t n) {
+  constexpr int M = kLanes * NV;
+  if constexpr (R >= 1) {
+    if (n & R) {
+      pv_rows<NV, R>(v, vs, p, nk, alpha, ot);
+      v += R, ot += R * M;
+    }
+    pv_tail<NV, R / 2>(v, vs, p, nk, alpha, ot, n);
+  }
+}
+
+template <int NV>
+void pv(const float* v, std::int64_t vs, const float* p, std::int64_t nk, const float* alpha,
+        float* ot, std::int64_t d) {
+  constexpr int M = kLanes * NV, R = kRows<NV>;
+  std::int64_t c = 0;
+  for (; c + R <= d; c += R) pv_rows<NV, R>(v + c, vs, p, nk, alpha, ot + c * M);
+  pv_tail<NV, std::bit_floor(unsigned(R - 1))>(v + c, vs, p, nk, alpha, ot + c * M, d - c);
+}
+
+// ---- geometry ----------------------------------------------------------------------------
+// One sequence of the batch: its lengths and where its tokens start.
+struct Seq {
+  std::int64_t lq, lk;
+  const char* q;  // element (b, head 0, token 0) of each tensor, in bytes
+  const char* k;
+  const char* v;
+  char* out;
+  float* lse;
+};
+
+Seq seq_of(const AttentionArgs& a, std::int64_t b) {
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
+  std::int64_t q0 = b * a.q_stride[0], k0 = b * a.k_stride[0], v0 = b * a.v_stride[0];
+  std::int64_t o0 = b * a.out_stride[0], l0 = b * a.lse_stride[0];
+  Seq s{a.q_len, a.kv_len, nullptr, nullptr, nullptr, nullptr, nullptr};
+  if (a.cu_q) {  // varlen: batch strides are unused, tokens start at the offsets
+    s.lq = a.cu_q[b + 1] - a.cu_q[b];
+    s.lk = a.cu_k[b + 1] - a.cu_k[b];
+    q0 = a.cu_q[b] * a.q_stride[2], o0 = a.cu_q[b] * a.out_stride[2];
+    l0 = a.cu_q[b] * a.lse_stride[2];
+    k0 = a.cu_k[b] * a.k_stride[2], v0 = a.cu_k[b] * a.v_stride[2];
+  }
+  s.q = static_cast<const char*>(a.q) + q0 * es;
+  s.k = static_cast<const char*>(a.k) + k0 * es;
+  s.v = static_cast<const char*>(a.v) + v0 * es;
+  s.out = static_cast<char*>(a.out) + o0 * es;
+  s.lse = a.lse ? a.lse + l0 : nullptr;
+  return s;
+}
+
+// Keys visible to query row i: [lo, hi] (empty when hi < lo), bottom-right aligned.
+struct KeyRange {
+  std::int64_t lo, hi;
+};
+KeyRange visible(const AttentionArgs& a, std::int64_t i, std::int64_t lq, std::int64_t lk) {
+  const std::int64_t diag = i + (lk - lq);
+  std::int64_t lo = 0, hi = lk - 1;
+  if (a.window_left >= 0) lo = std::max<std::int64_t>(lo, diag - a.window_left);
+  if (a.causal) hi = std::min(hi, diag);
+  if (a.window_right >= 0) hi = std::min(hi, diag + a.window_right);
+  return {lo, hi};
+}
+
+// One work item: lanes [r0, r0 + nr) of kv head `kvh` of sequence b, keys [j0, j1).
+struct Item {
+  std::int64_t b, kvh, r0, nr, j0, j1;
+  int nv;          // lane vectors (M = 16·nv)
+  int split;       // index among the pieces of its tile's key range
+  int nsplit;      // pieces of its tile's key range (1: writes the output directly)
+  std::int64_t partial;  // first float of its partial result in the split workspace
+};
+
+// Per-thread scratch, sized for M = 64 lanes.
+struct Scratch {
+  explicit Scratch(std::int64_t d) {
+    const std::int64_t m = 4 * kLanes, bk = kTuning.block_k;
+    const std::int64_t n = d * m * 2 + bk * m + 2 * bk * d + 8 * m + d;
+    mem = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, std::size_t((n * 4 + 127) / 64 * 64))),
+                                 [](float* p) { std::free(p); });
+    float* p = mem.get();
+    qt = p, p += d * m;
+    ot = p, p += d * m;
+    st = p, p += bk * m;
+    kbuf = p, p += bk * d;
+    vbuf = p, p += bk * d;
+    m_run = p, p += m;
+    l_run = p, p += m;
+    alpha = p, p += m;
+    row = p;
+  }
+  std::shared_ptr<float> mem;
+  float *qt, *ot, *st, *kbuf, *vbuf, *m_run, *l_run, *alpha, *row;
+};
+
+// Widens rows [j0, j0 + n) of a K or V head to f32 (f32 inputs are used in place).
+const float* rows_f32(const AttentionArgs& a, const char* head, std::int64_t stride, std::int64_t j0,
+                      std::int64_t n, float* buf, std::int64_t* out_stride) {
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
+  if (a.dtype == DType::f32) {
+    *out_stride = stride;
+    return reinterpret_cast<const float*>(head) + j0 * stride;
+  }
+  for (std::int64_t j = 0; j < n; ++j)
+    load_row(a.dtype, head + (j0 + j) * stride * es, buf + j * a.head_dim, a.head_dim);
+  *out_stride = a.head_dim;
+  return buf;
+}
+
+// Folds keys [it.j0, it.j1) into the lanes of one tile; writes the finished rows (nsplit 1) or
+// the normalized partial (o, lse) of this piece into `partials`.
+template <int NV>
+void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partials) {
+  constexpr int M = kLanes * NV;
+  const std::int64_t d = a.head_dim, g = a.q_heads / a.kv_heads;
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
+  const Seq s = seq_of(a, it.b);
+
+  // Qᵀ (d, M), pre-scaled; per-lane visible key ranges (padding lanes see every key).
+  std::int64_t lo[M], hi[M];
+  for (int l = 0; l < M; ++l) {
+    if (l >= it.nr) {
+      for (std::int64_t c = 0; c < d; ++c) w.qt[c * M + l] = 0.0f;
+      lo[l] = 0, hi[l] = s.lk - 1;
+      continue;
+    }
+    const std::int64_t r = it.r0 + l, i = r / g, h = it.kvh * g + r % g;
+    load_row(a.dtype, s.q + (h * a.q_stride[1] + i * a.q_stride[2]) * es, w.row, d);
+    for (std::int64_t c = 0; c < d; ++c) w.qt[c * M + l] = w.row[c] * a.scale;
+    const KeyRange kr = visible(a, i, s.lq, s.lk);
+    lo[l] = kr.lo, hi[l] = kr.hi;
+  }
+  // Lanes in row order: the first real lane has the smallest range ends, the last the largest.
+  const std::int64_t lo_max = lo[it.nr - 1], hi_min = hi[0];
+  for (int l = 0; l < M; ++l) w.m_run[l] = kNegInf, w.l_run[l] = 0.0f;
+  std::fill(w.ot, w.ot + d * M, 0.0f);
+
+  const char* kh = s.k + it.kvh * a.k_stride[1] * es;
+  const char* vh = s.v + it.kvh * a.v_stride[1] * es;
+  float* m_run = w.m_run;
+  float* l_run = w.l_run;
+  float* alpha = w.alpha;
+  for (std::int64_t j0 = it.j0; j0 < it.j1; j0 += kTuning.block_k) {
+    const std::int64_t nk = std::min<std::int64_t>(kTuning.block_k, it.j1 - j0);
+    std::int64_t ks = 0, vs = 0;
+    const float* kp = rows_f32(a, kh, a.k_stride[2], j0, nk, w.kbuf, &ks);
+    scores<NV>(kp, ks, w.qt, d, w.st, nk);
+    float* st = w.st;
+    if (!(lo_max <= j0 && j0 + nk - 1 <= hi_min)) {  // some lane does not see the whole tile
+      for (std::int64_t j = 0; j < nk; ++j)
+        for (int l = 0; l < M; ++l)
+          st[j * M + l] = (j0 + j >= lo[l] && j0 + j <= hi[l]) ? st[j * M + l] : kNegInf;
+    }
+    // Online softmax, vertical over the lanes.
+    float mx[M], msafe[M], sum[M];
+    for (int l = 0; l < M; ++l) mx[l] = kNegInf, sum[l] = 0.0f;
+    for (std::int64_t j = 0; j < nk; ++j)
+      for (int l = 0; l < M; ++l) mx[l] = std::max(mx[l], st[j * M + l]);
+    for (int l = 0; l < M; ++l) {
+      const float mn = std::max(m_run[l], mx[l]);
+      msafe[l] = mn == kNegInf ? 0.0f : mn;  // no key seen yet: exp(−inf − 0) = 0
+      alpha[l] = exp_f32(m_run[l] - msafe[l]);
+      m_run[l] = mn;
+    }
+    for (std::int64_t j = 0; j < nk; ++j)
+      for (int l = 0; l < M; ++l) {
+        const float p = exp_f32(st[j * M + l] - msafe[l]);
+        st[j * M + l] = p;
+        sum[l] += p;
+      }
+    for (int l = 0; l < M; ++l) l_run[l] = l_run[l] * alpha[l] + sum[l];
+    const float* vp = rows_f32(a, vh, a.v_stride[2], j0, nk, w.vbuf, &vs);
+    pv<NV>(vp, vs, st, nk, alpha, w.ot, d);
+  }
+
+  for (std::int64_t l = 0; l < it.nr; ++l) {
+    const bool empty = l_run[l] == 0.0f;
+    const float inv = empty ? 0.0f : 1.0f / l_run[l];
+    const float lse = empty ? kNegInf : m_run[l] + std::log(l_run[l]);
+    for (std::int64_t c = 0; c < d; ++c) w.row[c] = w.ot[c * M + l] * inv;
+    if (it.nsplit > 1) {  // partial: (o (d), lse) per lane
+      float* p = partials + it.partial + l * (d + 1);
+      std::memcpy(p, w.row, std::size_t(d) * 4);
+      p[d] = lse;
+      continue;
+    }
+    const std::int64_t r = it.r0 + l, i = r / g, h = it.kvh * g + r % g;
+    store_row(a.dtype, w.row, s.out + (h * a.out_stride[1] + i * a.out_stride[2]) * es, d);
+    if (s.lse) s.lse[h * a.lse_stride[1] + i * a.lse_stride[2]] = lse;
+  }
+}
+
+// Combines the nsplit partials of the tile whose first piece is `first` and writes its rows.
+void merge_partials(const AttentionArgs& a, const Item& first, const float* partials, float* row) {
+  const std::int64_t d = a.head_dim, g = a.q_heads / a.kv_heads;
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
+  const std::int64_t piece = first.nr * (d + 1);
+  const Seq s = seq_of(a, first.b);
+  for (std::int64_t l = 0; l < first.nr; ++l) {
+    float m = kNegInf;
+    for (int p = 0; p < first.nsplit; ++p)
+      m = std::max(m, partials[first.partial + p * piece + l * (d + 1) + d]);
+    std::fill(row, row + d, 0.0f);
+    float total = 0.0f;
+    if (m != kNegInf) {
+      for (int p = 0; p < first.nsplit; ++p) {
+        const float* o = partials + first.partial + p * piece + l * (d + 1);
+        const float wgt = exp_f32(o[d] - m);
+        total += wgt;
+        for (std::int64_t c = 0; c < d; ++c) row[c] += wgt * o[c];
+      }
+      const float inv = 1.0f / total;
+      for (std::int64_t c = 0; c < d; ++c) row[c] *= inv;
+    }
+    const std::int64_t r = first.r0 + l, i = r / g, h = first.kvh * g + r % g;
+    store_row(a.dtype, row, s.out + (h * a.out_stride[1] + i * a.out_stride[2]) * es, d);
+    if (s.lse) s.lse[h * a.lse_stride[1] + i * a.lse_stride[2]] = m == kNegInf ? m : m + std::log(total);
+  }
+}
+
+}  // namespace
+
+void attention_cpu(const AttentionArgs& a) {
+  const std::int64_t g = a.q_heads / a.kv_heads, d = a.head_dim;
+  const int threads = omp_get_max_threads();
+  // Tiles: per (sequence, kv head), the g·lq lanes in tiles of M; the key range each needs.
+  std::vector<Item> tiles;
+  double work = 0;
+  for (std::int64_t b = 0; b < a.batch; ++b) {
+    const Seq s = seq_of(a, b);
+    const std::int64_t rows = g * s.lq;
+    if (rows == 0) continue;
+    const int nv = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+    const std::int64_t m = kLanes * nv;
+    for (std::int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
+      for (std::int64_t r0 = ((rows - 1) / m) * m; r0 >= 0; r0 -= m) {  // heaviest (causal) first
+        const std::int64_t nr = std::min(m, rows - r0);
+        const KeyRange first = visible(a, r0 / g, s.lq, s.lk);
+        const KeyRange last = visible(a, (r0 + nr - 1) / g, s.lq, s.lk);
+        const std::int64_t j0 = std::max<std::int64_t>(first.lo, 0);
+        const std::int64_t j1 = std::max(j0, std::min(last.hi, s.lk - 1) + 1);
+        tiles.push_back({b, kvh, r0, nr, j0, j1, nv, 0, 1, 0});
+        work += double(m) * double(j1 - j0 + 1);
+      }
+  }
+  if (tiles.empty()) return;
+  // Split key ranges while there are fewer tiles than tasks_per_thread · threads.
+  std::vector<Item> items;
+  std::int64_t partial_floats = 0;
+  const std::int64_t want = std::int64_t(kTuning.tasks_per_thread) * threads;
+  const int max_split = tiles.size() >= std::size_t(want) ? 1 : int((want + tiles.size() - 1) / tiles.size());
+  for (Item t : tiles) {
+    const std::int64_t keys = t.j1 - t.j0;
+    const std::int64_t bk = kTuning.block_k;
+    int n = int(std::min<std::int64_t>(max_split, keys / kTuning.min_split_keys));
+    if (n <= 1) {
+      items.push_back(t);
+      continue;
+    }
+    const std::int64_t chunk = ((keys + n - 1) / n + bk - 1) / bk * bk;
+    n = int((keys + chunk - 1) / chunk);
+    for (int p = 0; p < n; ++p) {
+      Item piece = t;
+      piece.j0 = t.j0 + p * chunk;
+      piece.j1 = std::min(t.j1, piece.j0 + chunk);
+      piece.split = p;
+      piece.nsplit = n;
+      piece.partial = partial_floats + p * t.nr * (d + 1);
+      items.push_back(piece);
+    }
+    partial_floats += n * t.nr * (d + 1);
+  }
+  std::vector<float> partials(static_cast<std::size_t>(partial_floats));
+  const bool parallel = items.size() > 1 && work * double(d) > 1e5;
+#pragma omp parallel if (parallel)
+  {
+    Scratch w(d);
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t n = 0; n < items.size(); ++n) {
+      const Item& it = items[n];
+      if (it.nv == 1) run_item<1>(a, it, w, partials.data());
+      else if (it.nv == 2) run_item<2>(a, it, w, partials.data());
+      else run_item<4>(a, it, w, partials.data());
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t n = 0; n < items.size(); ++n)
+      if (items[n].nsplit > 1 && items[n].split == 0)
+        merge_partials(a, items[n], partials.data(), w.row);
+  }
+}
+
+// (o1, lse1) ⊕ (o2, lse2), row by row, f32 arithmetic.
+void merge_attention_states_cpu(const MergeArgs& a) {
+  const std::int64_t d = a.head_dim;
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
+  const bool parallel = a.rows * d >= (1 << 15);
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> x(static_cast<std::size_t>(d)), y(static_cast<std::size_t>(d));
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+      const float l1 = a.lse1[r * a.lse1_stride], l2 = a.lse2[r * a.lse2_stride];
+      const float m = std::max(l1, l2);
+      load_row(a.dtype, static_cast<const char*>(a.o1) + r * a.o1_stride * es, x.data(), d);
+      load_row(a.dtype, static_cast<const char*>(a.o2) + r * a.o2_stride * es, y.data(), d);
+      float lse = kNegInf;
+      if (m == kNegInf) {  // neither side saw a key
+        std::fill(x.begin(), x.end(), 0.0f);
+      } else {
+        const float w1 = exp_f32(l1 - m), w2 = exp_f32(l2 - m), inv = 1.0f / (w1 + w2);
+        for (std::int64_t c = 0; c < d; ++c) x[c] = (w1 * x[c] + w2 * y[c]) * inv;
+        lse = m + std::log(w1 + w2);
+      }
+      store_row(a.dtype, x.data(), static_cast<char*>(a.out) + r * a.out_stride * es, d);
+      if (a.lse_out) a.lse_out[r * a.lse_out_stride] = lse;
+    }
+  }
+}
+
+}  // namespace sixfold::detail
