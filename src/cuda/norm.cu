@@ -23,8 +23,12 @@
 //                                   rewrites its slice (uncached remainder re-read, from L2)
 // bf16 K = 32: group up to n = 1024, block up to 32768. f32 K = 16: 512 and 16384.
 //
-// In place (out == x) is safe: every element is read, before it is written, by the thread that
-// writes it, and slices of a row never overlap.
+// Fused residual add (add_rms_norm / add_layer_norm, template flag kAdd): every path loads x and
+// residual together, writes s = x + residual (rounded to T) to sum_out as it folds, and
+// normalizes the stored s; the cluster path caches s and re-reads its uncached tail from sum_out.
+//
+// In place (out == x, sum_out == residual, ...) is safe: every element is read, before it is
+// written, by the thread that writes it, and slices of a row never overlap.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -38,6 +42,7 @@
 #include <utility>
 
 #include "../ops/norm_entries.hpp"
+#include "norm_common.cuh"
 #include "sixfold/algebra/instances.hpp"
 #include "sixfold/parallel/cuda.cuh"
 
@@ -45,112 +50,7 @@ namespace sixfold::detail {
 namespace {
 
 namespace cg = cooperative_groups;
-using parallel::cuda::check_cuda;
 constexpr const char* kWhere = "sixfold::norm (cuda)";
-
-// ---- Elements ------------------------------------------------------------------------------
-
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-
-template <class T> __device__ __forceinline__ T from_f32(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
-  else return __float2half_rn(x);
-}
-
-template <int Bytes> struct RawWord;
-template <> struct RawWord<16> { using type = uint4; };
-template <> struct RawWord<8> { using type = uint2; };
-template <> struct RawWord<4> { using type = unsigned; };
-template <> struct RawWord<2> { using type = unsigned short; };
-
-// W consecutive elements of T moved as one machine word: (W) elements, a 16-byte vector access
-// when W · sizeof(T) = 16 (the pointer must then be 16-byte aligned).
-template <class T, int W>
-struct Pack {
-  using Raw = typename RawWord<W * int(sizeof(T))>::type;
-  Raw raw;
-
-  __device__ __forceinline__ static Pack load(const T* p) {
-    return {*reinterpret_cast<const Raw*>(p)};
-  }
-  __device__ __forceinline__ static Pack load_read_only(const T* p) {  // weight, bias
-    return {__ldg(reinterpret_cast<const Raw*>(p))};
-  }
-  __device__ __forceinline__ void store(T* p) const { *reinterpret_cast<Raw*>(p) = raw; }
-  __device__ __forceinline__ void store_streaming(T* p) const {  // evict-first: keeps x in L2
-    __stcs(reinterpret_cast<Raw*>(p), raw);
-  }
-  __device__ __forceinline__ void unpack(float (&f)[W]) const {
-    T e[W];
-    memcpy(e, &raw, sizeof(raw));
-#pragma unroll
-    for (int k = 0; k < W; ++k) f[k] = to_f32(e[k]);
-  }
-  __device__ __forceinline__ static Pack pack(const float (&f)[W]) {
-    T e[W];
-    if constexpr (sizeof(T) == 2 && W % 2 == 0) {  // one paired convert (F2FP) per 2 elements
-      using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-#pragma unroll
-      for (int k = 0; k < W; k += 2) {
-        T2 two;
-        if constexpr (std::is_same_v<T, __half>) two = __floats2half2_rn(f[k], f[k + 1]);
-        else two = __floats2bfloat162_rn(f[k], f[k + 1]);
-        memcpy(&e[k], &two, sizeof(two));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < W; ++k) e[k] = from_f32<T>(f[k]);
-    }
-    Pack p;
-    memcpy(&p.raw, e, sizeof(e));
-    return p;
-  }
-};
-
-// ---- Combining states across lanes and warps -------------------------------------------------
-
-template <class S>
-__device__ __forceinline__ S shfl_xor(const S& s, int mask) {
-  static_assert(sizeof(S) % 4 == 0 && std::is_trivially_copyable_v<S>);
-  unsigned w[sizeof(S) / 4];
-  memcpy(w, &s, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < int(sizeof(S) / 4); ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
-  S r;
-  memcpy(&r, w, sizeof(S));
-  return r;
-}
-
-// Reduces over aligned groups of `width` lanes (a power of two ≤ 32) in lane order. Both lanes
-// of a butterfly pair compute combine(lower, upper) from the same operands, so every lane of a
-// group ends with the same bits (Welford's merge is commutative only up to rounding). All 32
-// lanes must call it.
-template <class M>
-__device__ __forceinline__ typename M::value_type group_reduce(typename M::value_type s,
-                                                               int width, M m) {
-  const int lane = threadIdx.x & 31;
-  for (int off = 1; off < width; off <<= 1) {
-    const auto other = shfl_xor(s, off);
-    const bool upper = lane & off;
-    s = m.combine(upper ? other : s, upper ? s : other);
-  }
-  return s;
-}
-
-// Whole-block reduction in thread order; blockDim.x a multiple of 32. Every thread gets the
-// total. warp_states: (32) states in shared memory, used once per launch.
-template <class M>
-__device__ __forceinline__ typename M::value_type block_reduce(typename M::value_type s, M m,
-                                                               typename M::value_type* warp_states) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  s = group_reduce(s, 32, m);
-  if (lane == 0) warp_states[warp] = s;
-  __syncthreads();
-  return group_reduce(lane < warps ? warp_states[lane] : m.identity(), 32, m);
-}
 
 // ---- Per-op statistics -----------------------------------------------------------------------
 // fold: the state of one thread's tile v (S packs of W values; ok[s]: pack s is in the row).
@@ -305,27 +205,45 @@ __device__ __forceinline__ void load_affine(const T* w, const T* b, std::int64_t
     if (b) Pack<T, W>::load_read_only(b + i).unpack(bv);
 }
 
+// v += q, rounded to T and stored at `dst`; returns the stored pack (v holds its values).
+template <class T, int W>
+__device__ __forceinline__ Pack<T, W> add_and_store(const Pack<T, W>& q, float (&v)[W], T* dst) {
+  float u[W];
+  q.unpack(u);
+#pragma unroll
+  for (int k = 0; k < W; ++k) v[k] += u[k];
+  const auto sp = Pack<T, W>::pack(v);
+  sp.store(dst);
+  if constexpr (!std::is_same_v<T, float>) sp.unpack(v);
+  return sp;
+}
+
 // ---- Rows held in registers ------------------------------------------------------------------
 // Thread t of the p threads of a row holds packs s·p + t, s < S: (S, W) values, element
 // (s·p + t)·W + k. Consecutive threads read consecutive packs (coalesced).
 
-template <class T, int S, int W>
-__device__ __forceinline__ void load_tile(const T* x, int t, int p, int n, bool live,
-                                          float (&v)[S][W], bool (&ok)[S]) {
-  Pack<T, W> r[S];
-  const T* xt = x + t * W;
+// kAdd: v = x + res, rounded to T as it is stored to `sum` (the normalized value is the stored one).
+template <class T, int S, int W, bool kAdd>
+__device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int t, int p, int n,
+                                          bool live, float (&v)[S][W], bool (&ok)[S]) {
+  Pack<T, W> r[S], q[S];
+  const int off = t * W;
   const int rem = live ? n - t * W : 0;  // pack s is in the row iff s·p·W < rem
 #pragma unroll
-  for (int s = 0; s < S; ++s) {  // all S loads in flight before the first use
+  for (int s = 0; s < S; ++s) {  // all loads in flight before the first use
     ok[s] = s * p * W < rem;
-    if (ok[s]) r[s] = Pack<T, W>::load(xt + s * p * W);
+    if (ok[s]) r[s] = Pack<T, W>::load(x + off + s * p * W);
+    if (kAdd && ok[s]) q[s] = Pack<T, W>::load(res + off + s * p * W);
   }
 #pragma unroll
   for (int s = 0; s < S; ++s) {
-    if (ok[s]) r[s].unpack(v[s]);
-    else
+    if (ok[s]) {
+      r[s].unpack(v[s]);
+      if constexpr (kAdd) add_and_store(q[s], v[s], sum + off + s * p * W);
+    } else {
 #pragma unroll
       for (int k = 0; k < W; ++k) v[s][k] = 0.f;
+    }
   }
 }
 
@@ -359,8 +277,18 @@ __device__ __forceinline__ Coef layer_coef_two_pass(const float (&v)[S][W], cons
 
 constexpr int kGroupBlock = 256;  // threads of norm_rows_group: 256/g rows per block
 
+// Row r of the residual / of sum_out (null without the fused add).
+template <class T, bool kAdd>
+__device__ __forceinline__ const T* residual_row(const NormArgs& a, std::int64_t r) {
+  return kAdd ? static_cast<const T*>(a.residual.data) + r * a.residual.row_stride : nullptr;
+}
+template <class T, bool kAdd>
+__device__ __forceinline__ T* sum_row(const NormArgs& a, std::int64_t r) {
+  return kAdd ? static_cast<T*>(a.sum_out.data) + r * a.sum_out.row_stride : nullptr;
+}
+
 // One row per aligned group of g = 2^log2_g lanes; n ≤ g·S·W. No shared memory, no barriers.
-template <class T, NormKind K, int S, int W>
+template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
   using St = Stats<K>;
   constexpr bool kKeep = kKeepExp<T, K>;
@@ -373,7 +301,8 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
   float v[S][W];
   bool ok[S];
-  load_tile<T, S, W>(x, t, g, int(a.x.n), live, v, ok);
+  load_tile<T, S, W, kAdd>(x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), t, g,
+                           int(a.x.n), live, v, ok);
   Coef c;
   if constexpr (K == NormKind::layer) {
     c = layer_coef_two_pass<S, W>(v, ok, a.x.n, a.eps,
@@ -388,7 +317,7 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
-template <class T, NormKind K, int S, int W>
+template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
   using St = Stats<K>;
   constexpr bool kKeep = kKeepExp<T, K>;
@@ -398,7 +327,8 @@ __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
   float v[S][W];
   bool ok[S];
-  load_tile<T, S, W>(x, threadIdx.x, blockDim.x, int(a.x.n), true, v, ok);
+  load_tile<T, S, W, kAdd>(x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row),
+                           threadIdx.x, blockDim.x, int(a.x.n), true, v, ok);
   Coef c;
   if constexpr (K == NormKind::layer) {
     __shared__ float partials[2][32];  // one array per pass: no barrier between the passes
@@ -438,7 +368,7 @@ struct Sweep {
 
 // Block `rank` of the row's cluster owns elements [rank·slice, rank·slice + slice) ∩ [0, n), and
 // caches the first `cached` of them (both multiples of W) in dynamic shared memory.
-template <class T, NormKind K, int S, int W>
+template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(kClusterBlock, 2)
 norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
   using St = Stats<K>;
@@ -461,6 +391,9 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
   const std::int64_t len = std::min<std::int64_t>(slice, n - lo);
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;  // (len)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride + lo;          // (len)
+  const T* res = kAdd ? residual_row<T, kAdd>(a, row) + lo : nullptr;       // (len)
+  T* sum = kAdd ? sum_row<T, kAdd>(a, row) + lo : nullptr;                  // (len)
+  const T* src = kAdd ? sum : x;  // what the rewrite re-reads beyond the cache
   const T* w = a.weight ? static_cast<const T*>(a.weight) + lo : nullptr;
   const T* b = a.bias ? static_cast<const T*>(a.bias) + lo : nullptr;
   const int t = threadIdx.x;
@@ -470,12 +403,13 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
   State acc = m.identity();
   for (std::int64_t c0 = 0; c0 < len; c0 += kChunk) {
     const Sweep sw(c0 + t * W, len, cached);
-    P r[S];
+    P r[S], q[S];
     bool ok[S];
 #pragma unroll
-    for (int s = 0; s < S; ++s) {  // all S loads in flight first
+    for (int s = 0; s < S; ++s) {  // all loads in flight first
       ok[s] = kStride * s < sw.rem;
       if (ok[s]) r[s] = P::load(x + sw.base + kStride * s);
+      if (kAdd && ok[s]) q[s] = P::load(res + sw.base + kStride * s);
     }
 #pragma unroll
     for (int s0 = 0; s0 < S; s0 += kFold) {
@@ -485,8 +419,9 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
       for (int s = s0; s < s0 + kFold; ++s) {
         ok_tile[s - s0] = ok[s];
         if (ok[s]) {
-          if (kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
           r[s].unpack(v[s - s0]);
+          if constexpr (kAdd) r[s] = add_and_store(q[s], v[s - s0], sum + sw.base + kStride * s);
+          if (kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
         } else {
 #pragma unroll
           for (int k = 0; k < W; ++k) v[s - s0][k] = 0.f;
@@ -515,7 +450,7 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
     for (int s = 0; s < S; ++s) {
       if (kStride * s >= sw.rem) continue;
       const std::int64_t i = sw.base + kStride * s;
-      const P r = kStride * s < sw.rem_cached ? P::load(cache + i) : P::load(x + i);
+      const P r = kStride * s < sw.rem_cached ? P::load(cache + i) : P::load(src + i);
       float v[W], wv[W], bv[W], o[W];
       r.unpack(v);
       load_affine<T, K, W>(w, b, i, wv, bv);
@@ -529,25 +464,6 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
 
 // ---- Host side -------------------------------------------------------------------------------
 
-// Kernels run on the tensors' device; the caller's current device is restored afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check_cuda(cudaGetDevice(&previous_), kWhere);
-    if (device != previous_) check_cuda(cudaSetDevice(device), kWhere);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-constexpr std::int64_t kMaxGrid = 0x7fffffff;  // gridDim.x limit
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 // Calls launch(b) for consecutive batches b of at most max_rows rows.
 template <class T, class F>
 void for_row_batches(const NormArgs& a, std::int64_t max_rows, F&& launch) {
@@ -556,6 +472,10 @@ void for_row_batches(const NormArgs& a, std::int64_t max_rows, F&& launch) {
     b.x.rows = b.out.rows = std::min(max_rows, a.x.rows - r0);
     b.x.data = static_cast<T*>(a.x.data) + r0 * a.x.row_stride;
     b.out.data = static_cast<T*>(a.out.data) + r0 * a.out.row_stride;
+    if (a.residual.data) {
+      b.residual.data = static_cast<T*>(a.residual.data) + r0 * a.residual.row_stride;
+      b.sum_out.data = static_cast<T*>(a.sum_out.data) + r0 * a.sum_out.row_stride;
+    }
     launch(b);
   }
 }
@@ -582,9 +502,9 @@ void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::u
   done.fetch_or(bit, std::memory_order_release);
 }
 
-template <class T, NormKind K, int S, int W>
+template <class T, NormKind K, int S, int W, bool kAdd>
 void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
-  const auto kernel = norm_rows_cluster<T, K, S, W>;
+  const auto kernel = norm_rows_cluster<T, K, S, W, kAdd>;
   static std::atomic<std::uint64_t> configured{0};
   configure_cluster_kernel(reinterpret_cast<const void*>(kernel), device, configured);
   int sms = 0;
@@ -622,7 +542,7 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   });
 }
 
-template <class T, NormKind K, int W>
+template <class T, NormKind K, int W, bool kAdd>
 void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
   constexpr std::int64_t kItems = S * W;
@@ -633,40 +553,45 @@ void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
     const std::int64_t per_block = kGroupBlock >> log2_g;
     for_row_batches<T>(a, per_block * kMaxGrid, [&](const NormArgs& b) {
       const auto blocks = unsigned(ceil_div(b.x.rows, per_block));
-      norm_rows_group<T, K, S, W><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
+      norm_rows_group<T, K, S, W, kAdd><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else if (n <= 1024 * kItems) {
     const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
-      norm_rows_block<T, K, S, W><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      norm_rows_block<T, K, S, W, kAdd><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else {
-    launch_cluster<T, K, S, W>(a, stream, device);
+    launch_cluster<T, K, S, W, kAdd>(a, stream, device);
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
-
 // 16-byte packs need every row start, weight and bias 16-byte aligned and n a multiple of them.
-template <class T, NormKind K>
+template <class T, NormKind K, bool kAdd = false>
 void launch_kind(const NormArgs& a, cudaStream_t stream, int device) {
   constexpr int W = 16 / int(sizeof(T));
   const bool uses_w = K == NormKind::rms || K == NormKind::layer, uses_b = K == NormKind::layer;
   const bool vec = a.x.n % W == 0 && aligned16(a.x.data) && aligned16(a.out.data) &&
                    (a.x.rows == 1 || (a.x.row_stride % W == 0 && a.out.row_stride % W == 0)) &&
                    (!uses_w || !a.weight || aligned16(a.weight)) &&
-                   (!uses_b || !a.bias || aligned16(a.bias));
-  if (vec) launch_rows<T, K, W>(a, stream, device);
-  else launch_rows<T, K, 1>(a, stream, device);
+                   (!uses_b || !a.bias || aligned16(a.bias)) &&
+                   (!kAdd || (aligned16(a.residual.data) && aligned16(a.sum_out.data) &&
+                              (a.x.rows == 1 || (a.residual.row_stride % W == 0 &&
+                                                 a.sum_out.row_stride % W == 0))));
+  if (vec) launch_rows<T, K, W, kAdd>(a, stream, device);
+  else launch_rows<T, K, 1, kAdd>(a, stream, device);
 }
 
 template <class T>
 void launch_dtype(const NormArgs& a, cudaStream_t stream, int device) {
   switch (a.kind) {
-    case NormKind::rms: return launch_kind<T, NormKind::rms>(a, stream, device);
-    case NormKind::layer: return launch_kind<T, NormKind::layer>(a, stream, device);
+    case NormKind::rms:
+      if (a.residual.data) return launch_kind<T, NormKind::rms, true>(a, stream, device);
+      return launch_kind<T, NormKind::rms>(a, stream, device);
+    case NormKind::layer:
+      if (a.residual.data) return launch_kind<T, NormKind::layer, true>(a, stream, device);
+      return launch_kind<T, NormKind::layer>(a, stream, device);
     case NormKind::softmax: return launch_kind<T, NormKind::softmax>(a, stream, device);
     case NormKind::log_softmax: return launch_kind<T, NormKind::log_softmax>(a, stream, device);
   }
@@ -677,7 +602,7 @@ void launch_dtype(const NormArgs& a, cudaStream_t stream, int device) {
 
 void norm_cuda(const NormArgs& a, int device, Stream stream) {
   if (a.x.rows == 0 || a.x.n == 0) return;
-  DeviceGuard guard(device);
+  DeviceGuard guard(device, kWhere);
   const auto s = static_cast<cudaStream_t>(stream.handle);
   switch (a.dtype) {
     case DType::f32: return launch_dtype<float>(a, s, device);

@@ -1,11 +1,550 @@
-// src/cuda/norm_backward.cu — backward passes of the norm ops on the GPU (being written).
+// src/cuda/norm_backward.cu — backward passes of RMSNorm, LayerNorm, softmax and log-softmax on
+// the GPU, statistics and arithmetic in f32.
+//
+//   rms:     r = 1/sqrt(Σx²/n + eps), g = dy·w     dx = r·g − x·(r³·Σg·x/n)       dw = Σ dy·x·r
+//   layer:   μ, r from x;  x̂ = (x − μ)·r          dx = r·(g − Σg/n − (x − μ)·r²·Σg(x − μ)/n)
+//                                                  dw = Σ dy·x̂,  db = Σ dy
+//   softmax: dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy
+//
+// The row sums are Sum monoids (LayerNorm's chunk states a Welford-style merge that carries Σg
+// and Σg(x − mean) about the chunk mean), so rows are cut anywhere; dw/db are a Sum over rows.
+//
+// Kernels, with E elements per thread in 16-byte packs (scalars when rows are not 16-byte
+// aligned): E = 16 in bwd_rows_regs, 8 in the long-row kernels.
+//   bwd_rows_regs   n ≤ 512·16   one block of 32..512 threads per row, the row of x and dy in
+//                                registers: one read of x and dy, one write of dx. Blocks are
+//                                persistent over a fixed group of consecutive rows and keep that
+//                                group's dw/db for their columns in registers.
+//   longer rows     bwd_stats_chunks (per 2048-element chunk: its state) → bwd_stats_finish
+//                   (per row: chunk states merged in chunk order, then the coefficients) →
+//                   bwd_rows_coef (dx, column chunks × row groups): x and dy are read twice.
+// dw/db: each row group writes its (n) partial sums; bwd_grad_reduce adds the groups in index
+// order. The groups depend only on the shape and the device's SM count and occupancy, so
+// repeated calls give identical bits (no atomics anywhere).
+//
+// In place (dx == dy or dx == x) is safe: each element of dx is written by the thread that read
+// that element of x and dy, after it read them (the long-row stats kernels finish first).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
 #include "../ops/norm_entries.hpp"
-#include "sixfold/runtime/error.hpp"
+#include "norm_common.cuh"
 
 namespace sixfold::detail {
+namespace {
 
-void norm_backward_cuda(const NormBackwardArgs&, int, Stream) {
-  throw_error("sixfold norm backward (cuda)", "not implemented yet");
+constexpr const char* kWhere = "sixfold::norm backward (cuda)";
+
+// ---- Monoids of the row sums -------------------------------------------------------------------
+
+template <int N>
+struct Sums {
+  float v[N];
+};
+
+template <int N>
+struct SumsMonoid {
+  using value_type = Sums<N>;
+  __device__ __forceinline__ value_type identity() const {
+    value_type r;
+#pragma unroll
+    for (int i = 0; i < N; ++i) r.v[i] = 0.f;
+    return r;
+  }
+  __device__ __forceinline__ value_type combine(value_type a, const value_type& b) const {
+#pragma unroll
+    for (int i = 0; i < N; ++i) a.v[i] += b.v[i];
+    return a;
+  }
+};
+
+// LayerNorm chunk state: count, mean and M2 of x (Chan's merge) with Σg and Σg·(x − mean) kept
+// about the state's own mean: shifting to the merged mean m adds (mean − m)·Σg exactly.
+struct LnState {
+  float count, mean, m2, sg, sgx;
+};
+
+struct LnMonoid {
+  using value_type = LnState;
+  __device__ __forceinline__ LnState identity() const { return {0.f, 0.f, 0.f, 0.f, 0.f}; }
+  __device__ __forceinline__ LnState combine(const LnState& a, const LnState& b) const {
+    if (a.count == 0.f) return b;
+    if (b.count == 0.f) return a;
+    const float n = a.count + b.count, d = b.mean - a.mean;
+    const float mean = a.mean + d * (b.count / n);
+    return {n, mean, a.m2 + b.m2 + d * d * (a.count * b.count / n), a.sg + b.sg,
+            a.sgx + (a.mean - mean) * a.sg + b.sgx + (b.mean - mean) * b.sg};
+  }
+};
+
+template <NormKind K>
+inline constexpr bool kHasGrads = K == NormKind::rms || K == NormKind::layer;
+
+// ---- Tiles -------------------------------------------------------------------------------------
+// Thread t of p holds packs s·p + t, s < S, of a row segment: (S, W) values at element
+// off + (s·p + t)·W; pack s is in the segment iff s·p·W < rem, rem = segment length − t·W.
+
+template <class T, int S, int W>
+__device__ __forceinline__ void load_pair(const T* x, const T* d, int p, int rem, float (&xv)[S][W],
+                                          float (&dv)[S][W], bool (&ok)[S]) {
+  Pack<T, W> rx[S], rd[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {  // all loads in flight first
+    ok[s] = s * p * W < rem;
+    if (ok[s]) {
+      rx[s] = Pack<T, W>::load(x + s * p * W);
+      rd[s] = Pack<T, W>::load(d + s * p * W);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (ok[s]) {
+      rx[s].unpack(xv[s]);
+      rd[s].unpack(dv[s]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; ++k) xv[s][k] = dv[s][k] = 0.f;
+    }
+  }
+}
+
+template <class T, int S, int W>
+__device__ __forceinline__ void load_weight(const T* w, int p, int rem, float (&wv)[S][W]) {
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) wv[s][k] = 1.f;
+    if (w && s * p * W < rem) Pack<T, W>::load_read_only(w + s * p * W).unpack(wv[s]);
+  }
+}
+
+template <class T, int S, int W>
+__device__ __forceinline__ void store_tile(T* y, int p, const float (&o)[S][W], const bool (&ok)[S]) {
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    if (ok[s]) Pack<T, W>::pack(o[s]).store(y + s * p * W);
+}
+
+// Per-row coefficients of dx (see the file header).
+struct Coef {
+  float a, b, c, d;  // rms: (r, r³·Σgx/n); layer: (r, μ, Σg/n, r²·Σg(x−μ)/n); softmax kinds: (S)
+};
+
+// dx into xv (in place: fewer live registers); dw/db accumulated.
+template <NormKind K, int S, int W>
+__device__ __forceinline__ void apply(const Coef& c, float (&xv)[S][W], const float (&dv)[S][W],
+                                      const float (&wv)[S][W], const bool (&ok)[S],
+                                      float (&dw)[S][W], float (&db)[S][W]) {
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (!ok[s]) continue;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      const float x = xv[s][k], d = dv[s][k];
+      if constexpr (K == NormKind::rms) {
+        xv[s][k] = c.a * (d * wv[s][k]) - x * c.b;
+        dw[s][k] = fmaf(d, x * c.a, dw[s][k]);
+      } else if constexpr (K == NormKind::layer) {
+        const float xc = x - c.b;
+        xv[s][k] = c.a * (d * wv[s][k] - c.c - xc * c.d);
+        dw[s][k] = fmaf(d, xc * c.a, dw[s][k]);
+        db[s][k] += d;
+      } else if constexpr (K == NormKind::softmax) {
+        xv[s][k] = x * (d - c.a);
+      } else {
+        xv[s][k] = d - expf(x) * c.a;
+      }
+    }
+  }
+}
+
+// Writes a thread's dw/db columns of its row group's partial row.
+template <int S, int W>
+__device__ __forceinline__ void store_partial(float* part, int p, const float (&acc)[S][W],
+                                              const bool (&ok)[S]) {
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    if (ok[s])
+#pragma unroll
+      for (int k = 0; k < W; ++k) part[s * p * W + k] = acc[s][k];
+}
+
+// ---- Rows held in registers ------------------------------------------------------------------
+
+constexpr int kRegsThreads = 512;  // the most threads per row; 128 registers each
+
+template <class T, NormKind K, int S, int W>
+__global__ void __launch_bounds__(kRegsThreads)
+bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group) {
+  // Two of each scratch array, alternating by row: a row's array is written again only two rows
+  // later, after every thread has passed the next row's barrier (so has read it).
+  __shared__ Sums<1> s1[2][32];
+  __shared__ Sums<2> s2[2][32];
+  __shared__ Sums<3> s3[2][32];
+  const int t = threadIdx.x, p = blockDim.x, n = int(a.x.n), rem = n - t * W;
+  const std::int64_t r0 = blockIdx.x * rows_per_group;
+  const std::int64_t r1 = std::min(a.x.rows, r0 + rows_per_group);
+  float wv[S][W], dw[S][W], db[S][W];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int k = 0; k < W; ++k) dw[s][k] = db[s][k] = 0.f;
+  if constexpr (kHasGrads<K>)
+    load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + t * W : nullptr, p, rem, wv);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const int par = int(r - r0) & 1;
+    const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
+    const T* d = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
+    T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + t * W;
+    float xv[S][W], dv[S][W];
+    bool ok[S];
+    load_pair<T, S, W>(x, d, p, rem, xv, dv, ok);
+    Coef c{};
+    if constexpr (K == NormKind::rms) {
+      Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          part.v[0] = fmaf(xv[s][k], xv[s][k], part.v[0]);
+          part.v[1] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[1]);
+        }
+      const Sums<2> tot = block_reduce(part, SumsMonoid<2>{}, s2[par]);
+      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+      c.b = c.a * c.a * c.a * tot.v[1] / float(n);
+    } else if constexpr (K == NormKind::layer) {
+      Sums<1> sx{{0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int k = 0; k < W; ++k) sx.v[0] += xv[s][k];
+      const float mean =
+          block_reduce(sx, SumsMonoid<1>{}, s1[par]).v[0] / float(n);
+      Sums<3> part{{0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const float xc = xv[s][k] - mean, g = dv[s][k] * wv[s][k];
+          part.v[0] = fmaf(xc, xc, part.v[0]);
+          part.v[1] += g;
+          part.v[2] = fmaf(g, xc, part.v[2]);
+        }
+      }
+      const Sums<3> tot = block_reduce(part, SumsMonoid<3>{}, s3[par]);
+      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+      c.b = mean;
+      c.c = tot.v[1] / float(n);
+      c.d = c.a * c.a * tot.v[2] / float(n);
+    } else {
+      Sums<1> part{{0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int k = 0; k < W; ++k)
+          part.v[0] += K == NormKind::softmax ? dv[s][k] * xv[s][k] : dv[s][k];
+      c.a = block_reduce(part, SumsMonoid<1>{}, s1[par]).v[0];
+    }
+    apply<K, S, W>(c, xv, dv, wv, ok, dw, db);
+    store_tile<T, S, W>(y, p, xv, ok);
+  }
+  if constexpr (kHasGrads<K>) {
+    bool ok[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) ok[s] = s * p * W < rem;
+    if (part_w) store_partial<S, W>(part_w + blockIdx.x * a.x.n + t * W, p, dw, ok);
+    if (part_b) store_partial<S, W>(part_b + blockIdx.x * a.x.n + t * W, p, db, ok);
+  }
+}
+
+// ---- Long rows ---------------------------------------------------------------------------------
+
+constexpr int kChunkThreads = 256;
+
+// The state of chunk c of row r (blockIdx.x = r·chunks + c): 5 floats at states + 5·blockIdx.x.
+template <class T, NormKind K, int S, int W>
+__global__ void __launch_bounds__(kChunkThreads)
+bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
+  __shared__ Sums<3> s3[32];
+  __shared__ Sums<2> s2[32];
+  __shared__ Sums<1> s1[2][32];
+  constexpr int kChunk = kChunkThreads * S * W;
+  const int t = threadIdx.x;
+  const std::int64_t r = blockIdx.x / chunks, c0 = std::int64_t(blockIdx.x % chunks) * kChunk;
+  const int len = int(std::min<std::int64_t>(kChunk, a.x.n - c0)), rem = len - t * W;
+  const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride + c0 + t * W;
+  const T* d = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + c0 + t * W;
+  float xv[S][W], dv[S][W], wv[S][W];
+  bool ok[S];
+  load_pair<T, S, W>(x, d, kChunkThreads, rem, xv, dv, ok);
+  if constexpr (kHasGrads<K>)
+    load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr,
+                         kChunkThreads, rem, wv);
+  float* out = states + 5 * std::int64_t(blockIdx.x);
+  if constexpr (K == NormKind::rms) {
+    Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        part.v[0] = fmaf(xv[s][k], xv[s][k], part.v[0]);
+        part.v[1] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[1]);
+      }
+    const Sums<2> tot = block_reduce(part, SumsMonoid<2>{}, s2);
+    if (t == 0) out[0] = tot.v[0], out[1] = tot.v[1];
+  } else if constexpr (K == NormKind::layer) {
+    Sums<1> sx{{0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) sx.v[0] += xv[s][k];
+    const float mean = block_reduce(sx, SumsMonoid<1>{}, s1[0]).v[0] / float(len);
+    Sums<3> part{{0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (!ok[s]) continue;
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float xc = xv[s][k] - mean, g = dv[s][k] * wv[s][k];
+        part.v[0] = fmaf(xc, xc, part.v[0]);
+        part.v[1] += g;
+        part.v[2] = fmaf(g, xc, part.v[2]);
+      }
+    }
+    const Sums<3> tot = block_reduce(part, SumsMonoid<3>{}, s3);
+    if (t == 0) out[0] = float(len), out[1] = mean, out[2] = tot.v[0], out[3] = tot.v[1], out[4] = tot.v[2];
+  } else {
+    Sums<1> part{{0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) part.v[0] += K == NormKind::softmax ? dv[s][k] * xv[s][k] : dv[s][k];
+    const Sums<1> tot = block_reduce(part, SumsMonoid<1>{}, s1[1]);
+    if (t == 0) out[0] = tot.v[0];
+  }
+}
+
+// One warp per row: lane l merges chunks l, l + 32, ... in order, then the lanes combine in lane
+// order (group_reduce); lane 0 writes the row's Coef.
+template <NormKind K>
+__global__ void __launch_bounds__(256)
+bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks, std::int64_t n,
+                 float eps) {
+  const std::int64_t r = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const bool live = r < rows;
+  const float* st = states + 5 * (live ? r : 0) * chunks;
+  Coef c{};
+  if constexpr (K == NormKind::layer) {
+    const LnMonoid m;
+    LnState acc = m.identity();
+    for (int i = lane; live && i < chunks; i += 32)
+      acc = m.combine(acc, {st[5 * i], st[5 * i + 1], st[5 * i + 2], st[5 * i + 3], st[5 * i + 4]});
+    const LnState tot = group_reduce(acc, 32, m);
+    c.a = 1.0f / sqrtf(tot.m2 / float(n) + eps);
+    c.b = tot.mean;
+    c.c = tot.sg / float(n);
+    c.d = c.a * c.a * tot.sgx / float(n);
+  } else {
+    constexpr int N = K == NormKind::rms ? 2 : 1;
+    const SumsMonoid<N> m;
+    Sums<N> acc = m.identity();
+    for (int i = lane; live && i < chunks; i += 32) {
+      Sums<N> e;
+#pragma unroll
+      for (int j = 0; j < N; ++j) e.v[j] = st[5 * i + j];
+      acc = m.combine(acc, e);
+    }
+    const Sums<N> tot = group_reduce(acc, 32, m);
+    if constexpr (K == NormKind::rms) {
+      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + eps);
+      c.b = c.a * c.a * c.a * tot.v[N - 1] / float(n);
+    } else {
+      c.a = tot.v[0];
+    }
+  }
+  if (live && lane == 0) coefs[r] = c;
+}
+
+// dx with the row coefficients known: block (g, c) = blockIdx.x = g·col_chunks + c covers
+// columns [c·kChunk, (c + 1)·kChunk) of the rows of row group g, keeping their dw/db.
+template <class T, NormKind K, int S, int W>
+__global__ void __launch_bounds__(kChunkThreads)
+bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_b, int col_chunks,
+              std::int64_t rows_per_group) {
+  constexpr int kChunk = kChunkThreads * S * W;
+  const int t = threadIdx.x;
+  const std::int64_t g = blockIdx.x / col_chunks, c0 = std::int64_t(blockIdx.x % col_chunks) * kChunk;
+  const int rem = int(std::min<std::int64_t>(kChunk, a.x.n - c0)) - t * W;
+  const std::int64_t r0 = g * rows_per_group, r1 = std::min(a.x.rows, r0 + rows_per_group);
+  float wv[S][W], dw[S][W], db[S][W];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int k = 0; k < W; ++k) dw[s][k] = db[s][k] = 0.f;
+  if constexpr (kHasGrads<K>)
+    load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr,
+                         kChunkThreads, rem, wv);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride + c0 + t * W;
+    const T* d = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + c0 + t * W;
+    T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + c0 + t * W;
+    float xv[S][W], dv[S][W];
+    bool ok[S];
+    load_pair<T, S, W>(x, d, kChunkThreads, rem, xv, dv, ok);
+    apply<K, S, W>(coefs[r], xv, dv, wv, ok, dw, db);
+    store_tile<T, S, W>(y, kChunkThreads, xv, ok);
+  }
+  if constexpr (kHasGrads<K>) {
+    bool ok[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) ok[s] = s * kChunkThreads * W < rem;
+    if (part_w) store_partial<S, W>(part_w + g * a.x.n + c0 + t * W, kChunkThreads, dw, ok);
+    if (part_b) store_partial<S, W>(part_b + g * a.x.n + c0 + t * W, kChunkThreads, db, ok);
+  }
+}
+
+// out[i] = Σ_g part[g·n + i], g in index order, rounded to G.
+template <class G>
+__global__ void __launch_bounds__(256)
+bwd_grad_reduce(const float* part, std::int64_t groups, std::int64_t n, G* out) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * 256 + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.f;
+  for (std::int64_t g = 0; g < groups; ++g) s += part[g * n + i];
+  out[i] = from_f32<G>(s);
+}
+
+// ---- Host side -------------------------------------------------------------------------------
+
+// Stream-ordered scratch memory, freed (in stream order) when it goes out of scope.
+class Workspace {
+ public:
+  Workspace(std::size_t bytes, cudaStream_t s) : stream_(s) {
+    if (bytes) check_cuda(cudaMallocAsync(&p_, bytes, s), kWhere);
+  }
+  ~Workspace() {
+    if (p_) cudaFreeAsync(p_, stream_);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  char* get() const { return static_cast<char*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  cudaStream_t stream_;
+};
+
+template <class T>
+void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* part_b,
+                  std::int64_t groups, cudaStream_t stream) {
+  const std::int64_t n = a.x.n;
+  const auto blocks = unsigned(ceil_div(n, 256));
+  for (auto [part, dst] : {std::pair{part_w, a.dweight}, std::pair{part_b, a.dbias}}) {
+    if (!dst) continue;
+    if (a.grad_dtype == DType::f32)
+      bwd_grad_reduce<float><<<blocks, 256, 0, stream>>>(part, groups, n, static_cast<float*>(dst));
+    else
+      bwd_grad_reduce<T><<<blocks, 256, 0, stream>>>(part, groups, n, static_cast<T*>(dst));
+    check_cuda(cudaGetLastError(), kWhere);
+  }
+}
+
+template <class T, NormKind K, int W>
+void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device) {
+  // Elements per thread: 16 with the row in registers (2 packs of x and dy in flight per thread;
+  // 8 with 1024 threads capped registers at 64 and spilled), 8 in the long-row kernels.
+  constexpr int SR = W > 1 ? 16 / W : 16, S = W > 1 ? 8 / W : 8;
+  constexpr std::int64_t kE = S * W, kChunk = kChunkThreads * kE;
+  const std::int64_t n = a.x.n, rows = a.x.rows;
+  const bool grads = kHasGrads<K> && (a.dweight || a.dbias);
+  const std::int64_t ngrads = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  if (n <= kRegsThreads * SR * W) {
+    const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
+    const auto kernel = bwd_rows_regs<T, K, SR, W>;
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), kWhere);
+    std::int64_t groups = std::min<std::int64_t>(rows, std::int64_t(std::max(per_sm, 1)) * sms);
+    const std::int64_t per_group = ceil_div(rows, groups);
+    groups = ceil_div(rows, per_group);
+    Workspace ws(grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0, stream);
+    float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
+    float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? groups * n : 0) : nullptr;
+    kernel<<<unsigned(groups), threads, 0, stream>>>(a, part_w, part_b, per_group);
+    check_cuda(cudaGetLastError(), kWhere);
+    if (grads) reduce_grads<T>(a, part_w, part_b, groups, stream);
+    return;
+  }
+  const std::int64_t chunks = ceil_div(n, kChunk);
+  if (rows * chunks > kMaxGrid) throw_error(kWhere, "too many rows × chunks for one launch");
+  std::int64_t groups = std::min<std::int64_t>(rows, std::max<std::int64_t>(1, ceil_div(4 * sms, chunks)));
+  const std::int64_t per_group = ceil_div(rows, groups);
+  groups = ceil_div(rows, per_group);
+  const std::size_t coef_bytes = std::size_t(rows) * sizeof(Coef);
+  const std::size_t state_bytes = std::size_t(rows * chunks * 5) * sizeof(float);
+  const std::size_t part_bytes = grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0;
+  Workspace ws(coef_bytes + state_bytes + part_bytes, stream);
+  auto* coefs = reinterpret_cast<Coef*>(ws.get());
+  auto* states = reinterpret_cast<float*>(ws.get() + coef_bytes);
+  float* part = reinterpret_cast<float*>(ws.get() + coef_bytes + state_bytes);
+  float* part_w = a.dweight && grads ? part : nullptr;
+  float* part_b = a.dbias && grads ? part + (a.dweight ? groups * n : 0) : nullptr;
+  bwd_stats_chunks<T, K, S, W><<<unsigned(rows * chunks), kChunkThreads, 0, stream>>>(a, states, int(chunks));
+  check_cuda(cudaGetLastError(), kWhere);
+  bwd_stats_finish<K><<<unsigned(ceil_div(rows, 8)), 256, 0, stream>>>(states, coefs, rows, int(chunks), n, a.eps);
+  check_cuda(cudaGetLastError(), kWhere);
+  bwd_rows_coef<T, K, S, W><<<unsigned(groups * chunks), kChunkThreads, 0, stream>>>(
+      a, coefs, part_w, part_b, int(chunks), per_group);
+  check_cuda(cudaGetLastError(), kWhere);
+  if (grads) reduce_grads<T>(a, part_w, part_b, groups, stream);
+}
+
+template <class T, NormKind K>
+void launch_kind(const NormBackwardArgs& a, cudaStream_t stream, int device) {
+  constexpr int W = 16 / int(sizeof(T));
+  const auto rows_ok = [&](const RowsView& v) {
+    return aligned16(v.data) && (a.x.rows == 1 || v.row_stride % W == 0);
+  };
+  const bool vec = a.x.n % W == 0 && rows_ok(a.x) && rows_ok(a.dy) && rows_ok(a.dx) &&
+                   (!kHasGrads<K> || !a.weight || aligned16(a.weight));
+  if (vec) launch_backward<T, K, W>(a, stream, device);
+  else launch_backward<T, K, 1>(a, stream, device);
+}
+
+template <class T>
+void launch_dtype(const NormBackwardArgs& a, cudaStream_t stream, int device) {
+  switch (a.kind) {
+    case NormKind::rms: return launch_kind<T, NormKind::rms>(a, stream, device);
+    case NormKind::layer: return launch_kind<T, NormKind::layer>(a, stream, device);
+    case NormKind::softmax: return launch_kind<T, NormKind::softmax>(a, stream, device);
+    case NormKind::log_softmax: return launch_kind<T, NormKind::log_softmax>(a, stream, device);
+  }
+  throw_error(kWhere, "unknown norm kind");
+}
+
+}  // namespace
+
+void norm_backward_cuda(const NormBackwardArgs& a, int device, Stream stream) {
+  if (a.x.n == 0) return;
+  DeviceGuard guard(device, kWhere);
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  if (a.x.rows == 0) {  // Σ over no rows
+    const std::size_t bytes = std::size_t(a.x.n) * std::size_t(dtype_bits(a.grad_dtype) / 8);
+    if (a.dweight) check_cuda(cudaMemsetAsync(a.dweight, 0, bytes, s), kWhere);
+    if (a.dbias) check_cuda(cudaMemsetAsync(a.dbias, 0, bytes, s), kWhere);
+    return;
+  }
+  switch (a.dtype) {
+    case DType::f32: return launch_dtype<float>(a, s, device);
+    case DType::bf16: return launch_dtype<__nv_bfloat16>(a, s, device);
+    case DType::f16: return launch_dtype<__half>(a, s, device);
+    default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
+  }
 }
 
 }  // namespace sixfold::detail
