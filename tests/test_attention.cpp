@@ -396,7 +396,7 @@ std::vector<Case> structure_cases(DType dt, const std::vector<std::int64_t>& dim
   const std::int64_t d = dims.front();
   auto base = [&] {
     Case c;
-    c.dt = dt, c.d = d, c.b = 2, c.lq = 200, c.lk = 333;
+    c.dt = dt, c.d = d, c.b = 2, c.lq = 100, c.lk = 157;
     return c;
   };
   for (auto [hq, hkv] : {std::pair{8, 1}, std::pair{8, 2}, std::pair{6, 3}, std::pair{4, 4}}) {
@@ -412,7 +412,7 @@ std::vector<Case> structure_cases(DType dt, const std::vector<std::int64_t>& dim
       Case c = base();
       c.hq = 4, c.hkv = 2, c.left = l, c.right = r, c.causal = causal;
       cs.push_back(c);
-      c.lq = 333, c.lk = 200;
+      c.lq = 157, c.lk = 100;
       cs.push_back(c);
     }
   // Non-contiguous: BLHD views, padded rows, both; custom scale; no lse.
@@ -466,7 +466,7 @@ TEST(AttentionCpu, HeadDimsGqaWindowsLayoutsDecodeF32) {
 }
 
 TEST(AttentionCpu, HeadDimsGqaWindowsLayoutsDecodeBf16) {
-  for (const Case& c : structure_cases(DType::bf16, {128, 64, 96, 256})) run_case(c, Device::cpu());
+  for (const Case& c : structure_cases(DType::bf16, {64, 96, 256})) run_case(c, Device::cpu());
 }
 
 TEST(AttentionCpu, Varlen) {

@@ -48,6 +48,36 @@ inline vf vload(const float* p) {
   return v;
 }
 inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+inline vf vsplat(float x) { return vf{} + x; }
+inline vf vmax(vf a, vf b) { return a > b ? a : b; }  // NaN in b propagates
+
+// exp_f32 (sixfold/runtime/vec_math.hpp) on 16 lanes at once: the same range reduction,
+// polynomial and clamping, written on vector types because GCC does not vectorize the scalar
+// function inside these lane loops. Round-to-nearest-even by the 1.5·2^23 trick (|x·log2 e| < 2^22
+// after clamping), which equals rint.
+inline vf vexp(vf x) {
+  using vi = std::int32_t __attribute__((vector_size(64)));
+  const float hi = 88.72283f, lo = -87.33654f;
+  vf xc = x > hi ? vsplat(hi) : x;
+  xc = xc < lo ? vsplat(lo) : xc;
+  const vf k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  vf r = xc - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  vf p = vsplat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const vi ki = __builtin_convertvector(k, vi);
+  const vi k1 = ki >> 1, k2 = ki - k1;
+  vf y = p * reinterpret_cast<const vf&>(static_cast<const vi&>((k1 + 127) << 23)) *
+         reinterpret_cast<const vf&>(static_cast<const vi&>((k2 + 127) << 23));
+  y = x > hi ? vsplat(__builtin_inff()) : y;
+  y = x < lo ? vf{} : y;
+  return x != x ? x : y;
+}
 
 // Tuning (measured on the 2-core Xeon (AVX-512) this was written on, f32, head_dim 64/128,
 // seq 2048; see docs/perf/attention.md): keys per tile, and when to split the key range.
@@ -249,6 +279,26 @@ const float* rows_f32(const AttentionArgs& a, const char* head, std::int64_t str
   return buf;
 }
 
+// Sets the scores of keys a lane does not see to −inf (tiles that straddle a mask edge).
+template <int NV>
+void mask_tile(float* st, std::int64_t nk, std::int64_t j0, const std::int64_t* lo,
+               const std::int64_t* hi) {
+  using vi = std::int32_t __attribute__((vector_size(64)));
+  constexpr int M = kLanes * NV;
+  vi a[NV], b[NV];  // the lane's range relative to the tile, clamped to int32
+  for (int u = 0; u < NV; ++u)
+    for (int l = 0; l < kLanes; ++l) {
+      const std::int64_t n = u * kLanes + l;
+      a[u][l] = std::int32_t(std::clamp<std::int64_t>(lo[n] - j0, -1, nk + 1));
+      b[u][l] = std::int32_t(std::clamp<std::int64_t>(hi[n] - j0, -1, nk + 1));
+    }
+  for (std::int32_t j = 0; j < std::int32_t(nk); ++j)
+    for (int u = 0; u < NV; ++u) {
+      const vf s = vload(st + j * M + u * kLanes);
+      vstore(st + j * M + u * kLanes, (j >= a[u] && j <= b[u]) ? s : vsplat(kNegInf));
+    }
+}
+
 // Folds keys [it.j0, it.j1) into the lanes of one tile; writes the finished rows (nsplit 1) or
 // the normalized partial (o, lse) of this piece into `partials`.
 template <int NV>
@@ -288,29 +338,32 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
     const float* kp = rows_f32(a, kh, a.k_stride[2], j0, nk, w.kbuf, &ks);
     scores<NV>(kp, ks, w.qt, d, w.st, nk);
     float* st = w.st;
-    if (!(lo_max <= j0 && j0 + nk - 1 <= hi_min)) {  // some lane does not see the whole tile
-      for (std::int64_t j = 0; j < nk; ++j)
-        for (int l = 0; l < M; ++l)
-          st[j * M + l] = (j0 + j >= lo[l] && j0 + j <= hi[l]) ? st[j * M + l] : kNegInf;
-    }
-    // Online softmax, vertical over the lanes.
-    float mx[M], msafe[M], sum[M];
-    for (int l = 0; l < M; ++l) mx[l] = kNegInf, sum[l] = 0.0f;
+    if (!(lo_max <= j0 && j0 + nk - 1 <= hi_min)) mask_tile<NV>(st, nk, j0, lo, hi);
+    // Online softmax, vertical over the lanes: m' = max(m, max_j s_j), alpha = exp(m − m'),
+    // p_j = exp(s_j − m'), l' = alpha·l + Σ p_j (Oᵀ is rescaled by alpha inside pv).
+    vf mx[NV], msafe[NV], sum[NV];
+    for (int u = 0; u < NV; ++u) mx[u] = vsplat(kNegInf), sum[u] = vf{};
     for (std::int64_t j = 0; j < nk; ++j)
-      for (int l = 0; l < M; ++l) mx[l] = std::max(mx[l], st[j * M + l]);
-    for (int l = 0; l < M; ++l) {
-      const float mn = std::max(m_run[l], mx[l]);
-      msafe[l] = mn == kNegInf ? 0.0f : mn;  // no key seen yet: exp(−inf − 0) = 0
-      alpha[l] = exp_f32(m_run[l] - msafe[l]);
-      m_run[l] = mn;
+#pragma GCC unroll 4
+      for (int u = 0; u < NV; ++u) mx[u] = vmax(mx[u], vload(st + j * M + u * kLanes));
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) {
+      const vf mold = vload(m_run + u * kLanes);
+      const vf mn = vmax(mold, mx[u]);
+      msafe[u] = mn == kNegInf ? vf{} : mn;  // no key seen yet: exp(−inf − 0) = 0
+      vstore(alpha + u * kLanes, vexp(mold - msafe[u]));
+      vstore(m_run + u * kLanes, mn);
     }
     for (std::int64_t j = 0; j < nk; ++j)
-      for (int l = 0; l < M; ++l) {
-        const float p = exp_f32(st[j * M + l] - msafe[l]);
-        st[j * M + l] = p;
-        sum[l] += p;
+#pragma GCC unroll 4
+      for (int u = 0; u < NV; ++u) {
+        const vf p = vexp(vload(st + j * M + u * kLanes) - msafe[u]);
+        vstore(st + j * M + u * kLanes, p);
+        sum[u] += p;
       }
-    for (int l = 0; l < M; ++l) l_run[l] = l_run[l] * alpha[l] + sum[l];
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u)
+      vstore(l_run + u * kLanes, vload(l_run + u * kLanes) * vload(alpha + u * kLanes) + sum[u]);
     const float* vp = rows_f32(a, vh, a.v_stride[2], j0, nk, w.vbuf, &vs);
     pv<NV>(vp, vs, st, nk, alpha, w.ot, d);
   }
