@@ -55,7 +55,7 @@ double load(DType t, const void* p) {
 
 // The value as dtype t stores it (so the reference sees exactly what the kernel sees).
 double representable(DType t, double v) {
-  if (t == DType::i32) return std::nearbyint(std::clamp(v, -2.0e9, 2.0e9));
+  if (t == DType::i32) return std::nearbyint(std::clamp(v, -2.0e9, 2.0e9)) + 0.0;  // +0.0: no −0 in ints
   if (t == DType::f64 || std::isnan(v)) return v;
   return t == DType::f32 ? double(float(v)) : decode16(t, encode16(t, v));
 }
