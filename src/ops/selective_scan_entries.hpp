@@ -17,7 +17,7 @@ void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream st
 // (further time segments). 0 picks the default for the shape.
 struct SelectiveScanLaunch {
   int channels_per_warp = 0;  // 8, 16 or 32
-  int warps = 0;              // 1..16
+  int warps = 0;              // 1..8
 };
 void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
                                 SelectiveScanLaunch launch);

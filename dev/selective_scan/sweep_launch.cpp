@@ -1,0 +1,100 @@
+// dev/selective_scan/sweep_launch.cpp — times src/cuda/selective_scan.cu's fused kernel over its
+// launch shapes (channels per warp × warps per block) on the bench shapes of the issue, f32,
+// Mamba's configuration (input-dependent B/C, one group, D, z, delta_bias + softplus), and prints
+// each against the exp and copy-bandwidth ceilings. The default launch is marked '*'.
+//
+// Build and run on a GPU machine, after scripts/gpu_quick.sh sixfold (build-gpu/libsixfold.a):
+//   g++ -std=c++20 -O2 -fopenmp -Iinclude -I/usr/local/cuda/include dev/selective_scan/sweep_launch.cpp \
+//       build-gpu/libsixfold.a -L/usr/local/cuda/lib64 -lcudart -lcublas -o /tmp/sweep && /tmp/sweep
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "../../src/ops/selective_scan_entries.hpp"
+#include "sixfold/runtime/ceilings.hpp"
+#include "sixfold/runtime/tensor.hpp"
+
+using namespace sixfold;
+
+namespace {
+
+struct Shape4 { std::int64_t batch, len, d, n; };
+
+std::shared_ptr<void> random_device_array(std::int64_t count, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> ud(lo, hi);
+  std::vector<float> h(static_cast<std::size_t>(count));
+  for (auto& x : h) x = ud(rng);
+  auto p = allocate(Device::cuda(0), count * 4);
+  copy_bytes(p.get(), Device::cuda(0), h.data(), Device::cpu(), count * 4);
+  return p;
+}
+
+double time_ms(const SelectiveScanArgs& a, detail::SelectiveScanLaunch l) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < 3; ++i) detail::selective_scan_cuda_launch(a, 0, {}, l);
+  std::vector<float> ms;
+  for (int i = 0; i < 15; ++i) {
+    cudaEventRecord(e0);
+    detail::selective_scan_cuda_launch(a, 0, {}, l);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  const Ceilings ceil = machine_ceilings(true);
+  if (!ceil.gpu) { std::fprintf(stderr, "no GPU\n"); return 1; }
+  const double bw = ceil.gpu->copy_gbps * 1e9, ex = ceil.gpu->exp_gops * 1e9;
+  std::printf("%s: copy %.0f GB/s, exp %.0f G/s\n", ceil.gpu->name.c_str(), bw / 1e9, ex / 1e9);
+  std::mt19937 rng(12345);
+  for (Shape4 s : {Shape4{1, 2048, 4096, 16}, Shape4{8, 4096, 2048, 16}, Shape4{4, 8192, 1536, 64}}) {
+    const std::int64_t numel = s.batch * s.d * s.len, bc = s.batch * s.n * s.len;
+    auto u = random_device_array(numel, -2, 2, rng), dt = random_device_array(numel, -5, 0, rng),
+         z = random_device_array(numel, -3, 3, rng), out = allocate(Device::cuda(0), numel * 4),
+         B = random_device_array(bc, -1, 1, rng), C = random_device_array(bc, -1, 1, rng),
+         A = random_device_array(s.d * s.n, -8, -0.5, rng), D = random_device_array(s.d, -1, 1, rng),
+         bias = random_device_array(s.d, -1, 1, rng);
+    SelectiveScanArgs a;
+    a.batch = s.batch; a.d = s.d; a.n = s.n; a.len = s.len; a.groups = 1;
+    a.u = u.get(); a.delta = dt.get(); a.z = z.get(); a.out = out.get();
+    for (auto* st : {a.u_stride, a.delta_stride, a.z_stride, a.out_stride}) { st[0] = s.d * s.len; st[1] = s.len; }
+    a.A = static_cast<const float*>(A.get()); a.D = static_cast<const float*>(D.get());
+    a.delta_bias = static_cast<const float*>(bias.get());
+    a.var_B = a.var_C = true; a.B = B.get(); a.C = C.get();
+    for (auto* st : {a.B_stride, a.C_stride}) { st[0] = s.n * s.len; st[1] = s.n * s.len; st[2] = s.len; }
+    a.delta_softplus = true;
+    const double bytes = 4.0 * (4.0 * double(numel) + 2.0 * double(bc));
+    const double floor_ms = 1e3 * std::max(bytes / bw, double(numel) * double(s.n) / ex);
+    const double def_ms = time_ms(a, {});
+    std::printf("b%lld L%lld d%lld n%lld: floor %.4f ms (mem %.4f, exp %.4f); default %.4f ms = %.1f%% of roofline\n",
+                (long long)s.batch, (long long)s.len, (long long)s.d, (long long)s.n, floor_ms,
+                1e3 * bytes / bw, 1e3 * double(numel) * double(s.n) / ex, def_ms, 100.0 * floor_ms / def_ms);
+    for (int cw : {8, 16, 32})
+      for (int w : {1, 2, 4, 8}) {
+        try {
+          const double ms = time_ms(a, {cw, w});
+          std::printf("  cw %2d warps %d: %.4f ms  %.1f%% of roofline  %.0f GB/s\n", cw, w, ms,
+                      100.0 * floor_ms / ms, bytes / (ms * 1e-3) / 1e9);
+        } catch (const std::exception& e) {
+          std::printf("  cw %2d warps %d: %s\n", cw, w, e.what());
+        }
+      }
+    std::fflush(stdout);
+  }
+  return 0;
+}
