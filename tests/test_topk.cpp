@@ -378,9 +378,18 @@ TEST(TopKCuda, LongRows) {
     run_case(c, Device::cuda(0));
     if (HasFatalFailure()) return;
   }
+}
+
+TEST(TopKCuda, LargeShapes) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable GPU";
   // Larger shapes of the bench: one row of 2^24 + 3 with k up to 1e5, batched rows with large k.
   run_case({DType::f32, 1, (1 << 24) + 3, 100000, Data::random, true}, Device::cuda(0));
   run_case({DType::f32, 1, (1 << 22), 1, Data::ascending, true}, Device::cuda(0));
+  run_case({DType::f32, 1, (1 << 21) + 5, 1000, Data::all_equal, true}, Device::cuda(0));
+  run_case({DType::f32, 1, (1 << 21) + 5, 1000, Data::descending, false}, Device::cuda(0));
+  run_case({DType::f32, 1, (1 << 21) - 3, 333, Data::specials, false}, Device::cuda(0));
+  run_case({DType::f64, 1, (1 << 21) + 1, 1000, Data::random, true}, Device::cuda(0));
+  run_case({DType::i32, 1, (1 << 21), 100000, Data::few_distinct, true, false}, Device::cuda(0));
   run_case({DType::f32, 1, (1 << 22) - 1, 4096, Data::few_distinct, false, false}, Device::cuda(0));
   run_case({DType::f32, 64, 32768, 1024, Data::random, true}, Device::cuda(0));
   run_case({DType::f32, 64, 32768, 8, Data::specials, false}, Device::cuda(0));

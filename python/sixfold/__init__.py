@@ -20,7 +20,9 @@ Error = _C.Error
 cuda_available = _C.cuda_available
 
 __all__ = ["Error", "cuda_available", "inclusive_scan", "exclusive_scan", "reduce",
-           "segmented_reduce", "rms_norm", "layer_norm", "softmax", "log_softmax", "bias_gelu",
+           "segmented_reduce", "rms_norm", "layer_norm", "softmax", "log_softmax", "add_rms_norm",
+           "add_layer_norm", "rms_norm_backward", "layer_norm_backward", "softmax_backward",
+           "log_softmax_backward", "bias_gelu",
            "silu_gate", "check_laws"]
 
 _OPS = ("sum", "max", "min")
@@ -143,6 +145,76 @@ def log_softmax(x, *, out=None, stream=None):
     return out
 
 
+def add_rms_norm(x, residual, weight=None, *, eps: float = 1e-6, out=None, sum_out=None, stream=None):
+    """s = x + residual (rounded to x's dtype); y = rms_norm(s). Returns (y, s) in one pass.
+
+    ``sum_out=residual`` updates the residual stream in place (a pre-norm block's pattern).
+    """
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    if sum_out is None:
+        sum_out = _empty(x, tuple(x.shape))
+    _C.add_rms_norm(x, residual, weight, out, sum_out, float(eps), _stream(x, stream))
+    return out, sum_out
+
+
+def add_layer_norm(x, residual, weight=None, bias=None, *, eps: float = 1e-5, out=None, sum_out=None,
+                   stream=None):
+    """s = x + residual; y = layer_norm(s). Returns (y, s) in one pass (``sum_out=residual``: in place)."""
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    if sum_out is None:
+        sum_out = _empty(x, tuple(x.shape))
+    _C.add_layer_norm(x, residual, weight, bias, out, sum_out, float(eps), _stream(x, stream))
+    return out, sum_out
+
+
+def rms_norm_backward(dy, x, weight=None, *, eps: float = 1e-6, dx=None, dweight=None, stream=None):
+    """Gradients of rms_norm(x, weight) given dy: returns (dx, dweight); dweight is None without weight.
+
+    One read of x and dy, one write of dx; dweight is summed over rows in a fixed order (the same
+    bits on every call). ``dweight=`` may be f32 or the weight's dtype; ``dx=dy`` works in place.
+    """
+    if dx is None:
+        dx = _empty(x, tuple(x.shape))
+    if dweight is None and weight is not None:
+        dweight = _empty(weight, tuple(weight.shape))
+    _C.rms_norm_backward(dy, x, weight, dx, dweight, float(eps), _stream(x, stream))
+    return dx, dweight
+
+
+def layer_norm_backward(dy, x, weight=None, *, bias: bool = True, eps: float = 1e-5, dx=None,
+                        dweight=None, dbias=None, stream=None):
+    """Gradients of layer_norm(x, weight, bias) given dy: returns (dx, dweight, dbias).
+
+    dweight is None without weight, dbias None when ``bias=False``; both are deterministic.
+    """
+    if dx is None:
+        dx = _empty(x, tuple(x.shape))
+    if dweight is None and weight is not None:
+        dweight = _empty(weight, tuple(weight.shape))
+    if dbias is None and bias:
+        dbias = _empty(weight if weight is not None else x, (int(x.shape[-1]),))
+    _C.layer_norm_backward(dy, x, weight, dx, dweight, dbias, float(eps), _stream(x, stream))
+    return dx, dweight, dbias
+
+
+def softmax_backward(dy, y, *, dx=None, stream=None):
+    """dx = y · (dy − Σ dy·y) over the last dimension, from the forward output y."""
+    if dx is None:
+        dx = _empty(y, tuple(y.shape))
+    _C.softmax_backward(dy, y, dx, _stream(y, stream))
+    return dx
+
+
+def log_softmax_backward(dy, y, *, dx=None, stream=None):
+    """dx = dy − exp(y) · Σ dy over the last dimension, from the forward output y = log_softmax(x)."""
+    if dx is None:
+        dx = _empty(y, tuple(y.shape))
+    _C.log_softmax_backward(dy, y, dx, _stream(y, stream))
+    return dx
+
+
 def bias_gelu(x, bias=None, *, approximate: str = "none", out=None, stream=None):
     """y = gelu(x + bias): approximate="none" is the erf form, "tanh" the tanh form (as torch)."""
     if out is None:
@@ -159,6 +231,135 @@ def silu_gate(a, b, *, out=None, stream=None):
     return out
 
 
+def _empty_i64(x, shape):
+    """An uninitialized int64 array of x's framework and device."""
+    fw = _framework(x)
+    if fw == "torch":
+        import torch
+        return torch.empty(shape, dtype=torch.int64, device=x.device)
+    if fw == "cupy":
+        import cupy
+        with x.device:
+            return cupy.empty(shape, dtype=cupy.int64)
+    import numpy as np
+    if fw == "numpy":
+        return np.empty(shape, dtype=np.int64)
+    raise TypeError(f"sixfold: cannot allocate an output like a {type(x).__name__}; pass out=")
+
+
+def topk(x, k: int, *, largest: bool = True, sorted: bool = True, out=None, stream=None):
+    """(values, indices) of the k largest (or smallest) along the last dimension, exact and
+    deterministic: among equal values the lower index wins; NaN is above +inf (as torch.topk);
+    -0.0 == +0.0. f32, f16, bf16, f64, i32; indices int64. out=(values, indices) optional."""
+    k = int(k)
+    if out is None:
+        n = int(x.shape[-1]) if len(x.shape) else 0
+        kept = k if 1 <= k <= n else 1  # an invalid k is reported by the C++ validation
+        shape = tuple(x.shape[:-1]) + (kept,)
+        out = (_empty(x, shape), _empty_i64(x, shape))
+    values, indices = out
+    _C.topk(x, k, values, indices, bool(largest), bool(sorted), _stream(x, stream))
+    return values, indices
+
+
+class TopKStream:
+    """The top-k state of a stream of host arrays, in O(k) memory: push(chunk[, first_index]),
+    merge(other), result() -> (values, indices) best first (numpy). Exactly topk of the
+    concatenation, whatever the chunking and merge order."""
+
+    def __init__(self, k: int, dtype="float32", *, largest: bool = True):
+        import numpy as np
+        self._dtype = str(np.dtype(dtype)) if str(dtype) != "bfloat16" else "bfloat16"
+        self._s = _C.TopKStream(self._dtype, int(k), bool(largest))
+
+    def push(self, chunk, first_index=None):
+        self._s.push(chunk, None if first_index is None else int(first_index))
+
+    def merge(self, other: "TopKStream"):
+        self._s.merge(other._s)
+
+    def copy(self) -> "TopKStream":
+        c = TopKStream.__new__(TopKStream)
+        c._dtype, c._s = self._dtype, self._s.copy()
+        return c
+
+    k = property(lambda self: self._s.k)
+    seen = property(lambda self: self._s.seen)
+
+    def result(self):
+        import numpy as np
+        m = self._s.size
+        values = np.empty(m, dtype=self._dtype)
+        indices = np.empty(m, dtype=np.int64)
+        self._s.result_into(values, indices)
+        return values, indices
+
+
+__all__ += ["topk", "TopKStream"]
+
+
 def check_laws(trials: int = 1000, counterexamples: bool = False):
     """Property-check the monoid laws of every monoid in the library: [(name, passed, report)]."""
     return _C.check_laws(trials, counterexamples)
+
+
+def _empty_f32(x, shape):
+    """An uninitialized float32 array of x's framework and device (scan states are f32)."""
+    fw = _framework(x)
+    if fw == "torch":
+        import torch
+        return torch.empty(shape, dtype=torch.float32, device=x.device)
+    if fw == "cupy":
+        import cupy
+        with x.device:
+            return cupy.empty(shape, dtype=cupy.float32)
+    import numpy as np
+    if fw == "numpy":
+        return np.empty(shape, dtype=np.float32)
+    raise TypeError(f"sixfold: cannot allocate a state like a {type(x).__name__}; pass final_state=")
+
+
+def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
+                   return_last_state=False, *, initial_state=None, cu_seqlens=None, out=None,
+                   final_state=None, stream=None):
+    """Mamba's selective scan, the semantics of mamba-ssm's selective_scan_fn (real A).
+
+    u, delta, z: (batch, d, L); A: (d, n) f32; B, C: (d, n) f32 or (batch, groups, n, L);
+    D, delta_bias: (d) f32; initial_state: (batch, d, n) f32. With ``cu_seqlens`` (int32,
+    nseq + 1) the sequences are packed: u, delta, z (d, total), B/C (groups, n, total), states
+    (nseq, d, n), the state restarting at each boundary. Returns out (u's dtype), or
+    (out, last_state) with ``return_last_state`` (last_state f32). f32/bf16/f16 inputs, f32 state.
+    """
+    if out is None:
+        out = _empty(u, tuple(u.shape))
+    if return_last_state and final_state is None:
+        nseq = int(cu_seqlens.shape[0]) - 1 if cu_seqlens is not None else int(u.shape[0])
+        final_state = _empty_f32(u, (nseq, int(A.shape[0]), int(A.shape[1])))
+    s = _stream(u, stream)
+    if cu_seqlens is None:
+        _C.selective_scan(u, delta, A, B, C, D, z, delta_bias, initial_state, out, final_state,
+                          bool(delta_softplus), s)
+    else:
+        _C.selective_scan_varlen(u, delta, A, B, C, D, z, delta_bias, initial_state, cu_seqlens, out,
+                                 final_state, bool(delta_softplus), s)
+    return (out, final_state) if return_last_state else out
+
+
+def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False,
+                           *, out=None, stream=None):
+    """One decoding step of the selective scan; ``state`` (batch, d, n) f32 is updated in place.
+
+    x, dt, z: (batch, d); B, C: (batch, n) or (batch, groups, n); returns out (batch, d).
+    """
+    if B.ndim == 2:
+        B = B[:, None, :]
+    if C.ndim == 2:
+        C = C[:, None, :]
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    _C.selective_state_update(state, x, dt, A, B, C, D, z, dt_bias, out, bool(dt_softplus),
+                              _stream(x, stream))
+    return out
+
+
+__all__ += ["selective_scan", "selective_state_update"]

@@ -1,0 +1,814 @@
+// dev/topk/topk_v1_two_pass.cu — version 1 of src/cuda/topk.cu, kept for the record (not built).
+// One long row: a histogram pass and a filter pass over the input (digits 12/12/8), then the
+// candidates. H200, 1e8 f32 random: 0.425 ms (k 10, 1000), 0.544 ms (k 1e5); ascending 1.75 ms,
+// all-equal 15.4 ms (the overflow path). Build: copy over src/cuda/topk.cu and build test_topk.
+
+// src/cuda/topk.cu — exact top-k on the GPU by radix selection over order-preserving keys.
+//
+// Each value maps to an unsigned key, greater = better (NaN → all ones, −0 → +0, bits flipped
+// for `smallest`; 16-bit floats widen to f32 keys, f64 has 64-bit keys). The k-th best key is
+// found a digit at a time, most significant first: a histogram of the digit among the elements
+// that match the digits found so far gives the bucket holding the k-th (redundancy: everything
+// above it is selected, everything below it rejected, without ordering either). Ties at the
+// k-th key go to the lowest indices, so the selected set is deterministic.
+//
+// One long row (topk_radix_select): digits of 12, 12, 8 bits (f64: 12×5 + 4).
+//   pass 1  histogram of the top digit over the input (16-byte loads, shared-memory histograms
+//           merged into global counters)
+//   pass 2  elements above the k-th bucket are written out; those in it are compacted into a
+//           candidate buffer (warp-aggregated appends)
+//   then the remaining digits are resolved over the candidates only (typically ≪ 1% of n), and
+//   the lowest indices among exact ties are taken by bisection in one block.
+//   If the k-th bucket holds more than the candidate buffer (adversarial data: all equal, few
+//   distinct values), the remaining digits are resolved by histograms over the input, and a last
+//   ordered pass (per-block tie counts, their exclusive scan, block-scanned ranks) takes the
+//   lowest-index ties. Every kernel reads the selection state from device memory and skips its
+//   work when the state says so: no host synchronization, the whole call is stream-ordered.
+// Batched rows (topk_rows_block): one block per row does the same digit loop with a shared-
+//   memory histogram, re-reading the row (from L2 after the first pass), then one ordered pass
+//   selects with block-scanned ranks (index order) and, for k ≤ 1024, sorts in shared memory
+//   (bitonic, key descending then index ascending).
+// Sorted output: the selected (key, index) pairs are sorted with CUB's stable radix sort (index
+// ascending, then key descending), then values are gathered from x (exact bits).
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "../ops/topk_entries.hpp"
+#include "sixfold/parallel/cuda.cuh"
+
+namespace sixfold::detail {
+namespace {
+
+using parallel::cuda::check_cuda;
+using u32 = std::uint32_t;
+using u64 = unsigned long long;
+constexpr const char* kWhere = "sixfold::topk (cuda)";
+
+// ---- order keys ------------------------------------------------------------------------------
+template <class T> struct KeyOf { using type = u32; };
+template <> struct KeyOf<double> { using type = u64; };
+
+__device__ __forceinline__ u32 float_key(float v) {
+  u32 u = __float_as_uint(v);
+  if (v != v) return 0xffffffffu;
+  if ((u << 1) == 0) u = 0;  // −0 → +0
+  return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u);
+}
+__device__ __forceinline__ u32 order_key(float v) { return float_key(v); }
+__device__ __forceinline__ u32 order_key(__half v) { return float_key(__half2float(v)); }
+__device__ __forceinline__ u32 order_key(__nv_bfloat16 v) { return float_key(__bfloat162float(v)); }
+__device__ __forceinline__ u32 order_key(int v) { return u32(v) ^ 0x80000000u; }
+__device__ __forceinline__ u64 order_key(double v) {
+  u64 u = u64(__double_as_longlong(v));
+  if (v != v) return ~0ull;
+  if ((u << 1) == 0) u = 0;
+  return u ^ ((u >> 63) ? ~0ull : (1ull << 63));
+}
+
+// Digit plan, most significant first: 12-bit digits, the last one what is left
+// (u32: 12, 12, 8 bits; u64: 12 × 5, then 4).
+template <class Key> constexpr int kLevels = (int(sizeof(Key)) * 8 + 11) / 12;
+template <class Key> __host__ __device__ constexpr int digit_shift(int level) {
+  return int(sizeof(Key)) * 8 - 12 * (level + 1) > 0 ? int(sizeof(Key)) * 8 - 12 * (level + 1) : 0;
+}
+template <class Key> __host__ __device__ constexpr int digit_bits(int level) {
+  return int(sizeof(Key)) * 8 - 12 * level < 12 ? int(sizeof(Key)) * 8 - 12 * level : 12;
+}
+constexpr int kMaxBins = 4096;
+
+__device__ __forceinline__ unsigned lanemask_lt() {
+  unsigned m;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+  return m;
+}
+
+// A slot for each lane with `pred`, from one atomic per warp; every lane of the warp must call.
+__device__ __forceinline__ u64 warp_append(bool pred, u64* counter) {
+  const unsigned m = __ballot_sync(0xffffffffu, pred);
+  if (!m) return 0;
+  const int leader = __ffs(m) - 1, lane = threadIdx.x & 31;
+  u64 base = 0;
+  if (lane == leader) base = atomicAdd(counter, u64(__popc(m)));
+  base = __shfl_sync(0xffffffffu, base, leader);
+  return base + u64(__popc(m & lanemask_lt()));
+}
+
+// ---- one long row: the selection state and its kernels ----------------------------------------
+template <class Key>
+struct SelectState {
+  Key prefix, mask;     // digits found so far (mask covers them)
+  Key prefix0, mask0;   // after the first digit (the bucket the overflow path re-reads)
+  u64 k_rem;            // how many of the elements matching prefix are still to select
+  u64 out_count;        // selected so far
+  u64 cand_count[2];    // candidates of the current digit (ping-pong)
+  int overflow;         // the first bucket did not fit the candidate buffer
+  int done;             // every element matching prefix is selected: no more digits needed
+  int done_level;       // the digit at which `done` was set
+};
+
+template <class T, class Key>
+struct RowArgs {
+  const T* x;
+  std::int64_t n;
+  Key flip;                 // 0 for largest, all ones for smallest
+  SelectState<Key>* st;
+  u64* hist;                // (kMaxBins)
+  Key* out_key;             // (k) selected, unordered
+  std::int64_t* out_idx;
+  Key* cand_key[2];         // (cap) ping-pong candidate buffers
+  std::int64_t* cand_idx[2];
+  u64 cap;
+  u64* block_ties;          // (tie blocks) for the overflow path
+};
+
+template <class T> struct Vec {
+  static constexpr int kWidth = 16 / sizeof(T);
+  uint4 raw;
+  __device__ __forceinline__ T operator[](int j) const { return reinterpret_cast<const T*>(&raw)[j]; }
+};
+
+// Calls f(value, index) for every element: 16-byte loads when x is 16-byte aligned.
+template <class T, class F>
+__device__ __forceinline__ void for_each_elem(const T* x, std::int64_t n, F&& f) {
+  constexpr int W = Vec<T>::kWidth;
+  const std::int64_t tid = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t done_n = 0;
+  if ((reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
+    const std::int64_t nv = n / W;
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    std::int64_t i = tid;
+    for (; i + stride < nv; i += 2 * stride) {
+      Vec<T> a, b;
+      a.raw = __ldg(xv + i);
+      b.raw = __ldg(xv + i + stride);
+#pragma unroll
+      for (int j = 0; j < W; ++j) f(a[j], i * W + j);
+#pragma unroll
+      for (int j = 0; j < W; ++j) f(b[j], (i + stride) * W + j);
+    }
+    if (i < nv) {
+      Vec<T> a;
+      a.raw = __ldg(xv + i);
+#pragma unroll
+      for (int j = 0; j < W; ++j) f(a[j], i * W + j);
+    }
+    done_n = nv * W;
+  }
+  for (std::int64_t i = done_n + tid; i < n; i += stride) f(x[i], i);
+}
+
+// Histogram of digit `level` over the input, of elements matching the digits found so far.
+// Runs on the first digit, and on the others when the candidates overflowed.
+template <class T, class Key>
+__global__ void __launch_bounds__(1024) hist_input(RowArgs<T, Key> a, int level) {
+  __shared__ u32 h[kMaxBins];
+  const SelectState<Key> s = *a.st;
+  if (s.done || (level > 0 && !s.overflow)) return;
+  const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
+  for (int i = threadIdx.x; i < bins; i += blockDim.x) h[i] = 0;
+  __syncthreads();
+  const Key dmask = Key(bins - 1);
+  for_each_elem(a.x, a.n, [&](T v, std::int64_t) {
+    const Key key = order_key(v) ^ a.flip;
+    if ((key & s.mask) == s.prefix) atomicAdd(&h[u32((key >> shift) & dmask)], 1u);
+  });
+  __syncthreads();
+  for (int i = threadIdx.x; i < bins; i += blockDim.x)
+    if (h[i]) atomicAdd(&a.hist[i], u64(h[i]));
+}
+
+// Histogram of digit `level` over the candidates (when they did not overflow).
+template <class T, class Key>
+__global__ void __launch_bounds__(1024) hist_cand(RowArgs<T, Key> a, int level) {
+  __shared__ u32 h[kMaxBins];
+  const SelectState<Key> s = *a.st;
+  if (s.done || s.overflow) return;
+  const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
+  const int src = (level - 1) & 1;
+  const u64 m = s.cand_count[src];
+  if (u64(blockIdx.x) * blockDim.x >= m) return;
+  for (int i = threadIdx.x; i < bins; i += blockDim.x) h[i] = 0;
+  __syncthreads();
+  const Key dmask = Key(bins - 1);
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += u64(gridDim.x) * blockDim.x)
+    atomicAdd(&h[u32((a.cand_key[src][i] >> shift) & dmask)], 1u);
+  __syncthreads();
+  for (int i = threadIdx.x; i < bins; i += blockDim.x)
+    if (h[i]) atomicAdd(&a.hist[i], u64(h[i]));
+}
+
+// One block: finds the bucket holding the k_rem-th element (counting from the top digit),
+// narrows the state to it, and clears the histogram for the next digit.
+template <class Key>
+__global__ void __launch_bounds__(1024) pick_bucket(SelectState<Key>* st, u64* hist, int level) {
+  constexpr int kThreads = 1024;
+  using Scan = cub::BlockScan<u64, kThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  SelectState<Key> s = *st;
+  if (s.done || (level > 0 && !s.overflow && s.cand_count[(level - 1) & 1] == 0)) return;
+  const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
+  const int per = (bins + kThreads - 1) / kThreads;  // bins per thread, from the top
+  const int t = threadIdx.x;
+  u64 c[4] = {0, 0, 0, 0}, sum = 0;
+  for (int j = 0; j < per; ++j) {
+    const int b = bins - 1 - (t * per + j);
+    if (b >= 0) { c[j] = hist[b]; hist[b] = 0; }
+    sum += c[j];
+  }
+  u64 above = 0;
+  Scan(scan).ExclusiveSum(sum, above);
+  if (above < s.k_rem && s.k_rem <= above + sum) {  // exactly one thread
+    int j = 0;
+    while (above + c[j] < s.k_rem) above += c[j++];
+    const Key b = Key(bins - 1 - (t * per + j));
+    s.k_rem -= above;
+    s.prefix |= b << shift;
+    s.mask |= Key(bins - 1) << shift;
+    if (c[j] == s.k_rem) { s.done = 1; s.done_level = level; }
+    if (level == 0) { s.prefix0 = s.prefix; s.mask0 = s.mask; }
+    s.cand_count[level & 1] = 0;
+    *st = s;
+  }
+}
+
+// After the first digit: selects elements above the bucket, compacts those in it.
+template <class T, class Key>
+__global__ void __launch_bounds__(512) filter_input(RowArgs<T, Key> a) {
+  const SelectState<Key> s = *a.st;
+  constexpr int W = Vec<T>::kWidth;
+  auto visit = [&](T v, std::int64_t i, bool valid) {
+    const Key key = order_key(v) ^ a.flip;
+    const Key top = key & s.mask;
+    const bool out = valid && (top > s.prefix || (s.done && top == s.prefix));
+    const bool cand = valid && !s.done && top == s.prefix;
+    const u64 o = warp_append(out, &a.st->out_count);
+    if (out) { a.out_key[o] = key; a.out_idx[o] = i; }
+    const u64 c = warp_append(cand, &a.st->cand_count[0]);
+    if (cand) {
+      if (c < a.cap) { a.cand_key[0][c] = key; a.cand_idx[0][c] = i; }
+      else a.st->overflow = 1;
+    }
+  };
+  const std::int64_t warp0 = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) & ~std::int64_t(31);
+  const int lane = threadIdx.x & 31;
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t done_n = 0;
+  if ((reinterpret_cast<std::uintptr_t>(a.x) & 15) == 0) {
+    const std::int64_t nv = a.n / W;
+    const uint4* xv = reinterpret_cast<const uint4*>(a.x);
+    for (std::int64_t w = warp0; w < nv; w += stride) {
+      const std::int64_t i = w + lane;
+      Vec<T> e;
+      e.raw = i < nv ? __ldg(xv + i) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < W; ++j) visit(e[j], i * W + j, i < nv);
+    }
+    done_n = nv * W;
+  }
+  for (std::int64_t w = done_n + warp0; w < a.n; w += stride) {
+    const std::int64_t i = w + lane;
+    visit(i < a.n ? a.x[i] : T{}, i, i < a.n);
+  }
+}
+
+// Later digits over the candidates: above the bucket → selected, in it → next candidates.
+template <class T, class Key>
+__global__ void __launch_bounds__(512) filter_cand(RowArgs<T, Key> a, int level) {
+  const SelectState<Key> s = *a.st;
+  if (s.overflow) return;
+  const int src = (level - 1) & 1, dst = level & 1;
+  if (s.done && s.done_level != level) return;  // finished at an earlier digit
+  const u64 m = s.cand_count[src];
+  const u64 warp0 = (u64(blockIdx.x) * blockDim.x + threadIdx.x) & ~u64(31);
+  for (u64 w = warp0; w < m; w += u64(gridDim.x) * blockDim.x) {
+    const u64 i = w + (threadIdx.x & 31);
+    const bool valid = i < m;
+    const Key key = valid ? a.cand_key[src][i] : Key(0);
+    const std::int64_t idx = valid ? a.cand_idx[src][i] : 0;
+    const Key top = key & s.mask;
+    const bool out = valid && (top > s.prefix || (s.done && top == s.prefix));
+    const bool cand = valid && !s.done && top == s.prefix;
+    const u64 o = warp_append(out, &a.st->out_count);
+    if (out) { a.out_key[o] = key; a.out_idx[o] = idx; }
+    const u64 c = warp_append(cand, &a.st->cand_count[dst]);
+    if (cand) { a.cand_key[dst][c] = key; a.cand_idx[dst][c] = idx; }
+  }
+}
+
+// The candidates left after the last digit all equal the k-th key; takes the k_rem with the
+// lowest indices: bisection on an index bound t with count(index < t) = k_rem (indices are
+// distinct), one block.
+template <class T, class Key>
+__global__ void __launch_bounds__(1024) take_tied_candidates(RowArgs<T, Key> a) {
+  using Reduce = cub::BlockReduce<u64, 1024>;
+  __shared__ typename Reduce::TempStorage red;
+  __shared__ u64 total;
+  const SelectState<Key> s = *a.st;
+  if (s.done || s.overflow) return;
+  constexpr int last = kLevels<Key> - 1;
+  const int src = last & 1;
+  const u64 m = s.cand_count[src];
+  const Key* ck = a.cand_key[src];
+  const std::int64_t* ci = a.cand_idx[src];
+  std::int64_t lo = 0, hi = a.n;  // count(< lo) < k_rem <= count(< hi)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    u64 c = 0;
+    for (u64 i = threadIdx.x; i < m; i += blockDim.x) c += ci[i] < mid;
+    c = Reduce(red).Sum(c);
+    if (threadIdx.x == 0) total = c;
+    __syncthreads();
+    if (total >= s.k_rem) hi = mid; else lo = mid;
+    __syncthreads();
+  }
+  for (u64 w = threadIdx.x & ~31u; w < m; w += blockDim.x) {
+    const u64 i = w + (threadIdx.x & 31);
+    const bool take = i < m && ci[i] < hi;
+    const u64 o = warp_append(take, &a.st->out_count);
+    if (take) { a.out_key[o] = ck[i]; a.out_idx[o] = ci[i]; }
+  }
+}
+
+// ---- the overflow path's ordered last pass ----------------------------------------------------
+// Block b owns the contiguous segment [b·seg, (b+1)·seg) of the input.
+constexpr int kTieThreads = 512;
+
+template <class T, class Key>
+__global__ void __launch_bounds__(kTieThreads) count_ties(RowArgs<T, Key> a, std::int64_t seg) {
+  using Reduce = cub::BlockReduce<u64, kTieThreads>;
+  __shared__ typename Reduce::TempStorage red;
+  const SelectState<Key> s = *a.st;
+  if (!s.overflow || s.done) return;
+  const std::int64_t lo = std::int64_t(blockIdx.x) * seg, hi = std::min(a.n, lo + seg);
+  u64 c = 0;
+  for (std::int64_t i = lo + threadIdx.x; i < hi; i += kTieThreads)
+    c += ((order_key(a.x[i]) ^ a.flip) == s.prefix);
+  c = Reduce(red).Sum(c);
+  if (threadIdx.x == 0) a.block_ties[blockIdx.x] = c;
+}
+
+// Exclusive scan of the per-block tie counts, in place, one block.
+template <class Key>
+__global__ void __launch_bounds__(1024) scan_ties(const SelectState<Key>* st, u64* counts, int blocks) {
+  using Scan = cub::BlockScan<u64, 1024>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ u64 carry;
+  if (!st->overflow || st->done) return;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < blocks; base += 1024) {
+    const int i = base + threadIdx.x;
+    const u64 v = i < blocks ? counts[i] : 0;
+    u64 ex = 0, agg = 0;
+    Scan(scan).ExclusiveSum(v, ex, agg);
+    if (i < blocks) counts[i] = carry + ex;
+    __syncthreads();
+    if (threadIdx.x == 0) carry += agg;
+    __syncthreads();
+  }
+}
+
+template <class T, class Key>
+__global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a, std::int64_t seg) {
+  using Scan = cub::BlockScan<u64, kTieThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ u64 carry;
+  const SelectState<Key> s = *a.st;
+  if (!s.overflow) return;
+  const std::int64_t lo = std::int64_t(blockIdx.x) * seg, hi = std::min(a.n, lo + seg);
+  if (threadIdx.x == 0) carry = s.done ? 0 : a.block_ties[blockIdx.x];
+  __syncthreads();
+  for (std::int64_t base = lo; base < hi; base += kTieThreads) {
+    const std::int64_t i = base + threadIdx.x;
+    Key key = 0;
+    bool in0 = false;
+    if (i < hi) {
+      key = order_key(a.x[i]) ^ a.flip;
+      in0 = (key & s.mask0) == s.prefix0;
+    }
+    const Key top = key & s.mask;
+    const bool tie = in0 && top == s.prefix;
+    u64 rank = 0, count = 0;
+    Scan(scan).ExclusiveSum(u64(tie), rank, count);
+    const u64 r = carry + rank;
+    const bool take = in0 && (top > s.prefix || (tie && (s.done || r < s.k_rem)));
+    const u64 o = warp_append(take, &a.st->out_count);
+    if (take) { a.out_key[o] = key; a.out_idx[o] = i; }
+    __syncthreads();
+    if (threadIdx.x == 0) carry += count;
+    __syncthreads();
+  }
+}
+
+template <class Key>
+__global__ void init_state(SelectState<Key>* st, u64 k) {
+  SelectState<Key> s{};
+  s.k_rem = k;
+  *st = s;
+}
+
+// values[j] = x[idx[j]], indices[j] = idx[j] for each row's k results.
+template <class T>
+__global__ void gather(const T* x, std::int64_t x_stride, const std::int64_t* idx, std::int64_t k,
+                       std::int64_t rows, T* values, std::int64_t v_stride, std::int64_t* indices,
+                       std::int64_t i_stride) {
+  const std::int64_t total = rows * k;
+  for (std::int64_t t = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t r = t / k, j = t - r * k, i = idx[t];
+    values[r * v_stride + j] = x[r * x_stride + i];
+    indices[r * i_stride + j] = i;
+  }
+}
+
+__global__ void segment_offsets(std::int64_t* offs, std::int64_t rows, std::int64_t k) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i <= rows) offs[i] = i * k;
+}
+
+// ---- device properties, scratch ----------------------------------------------------------------
+int sm_count() {
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), kWhere);
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  return sms;
+}
+
+// Carves aligned pieces out of one stream-ordered allocation.
+struct Carve {
+  std::size_t bytes = 0;
+  char* base = nullptr;
+  template <class U> U* take(std::size_t count) {
+    const std::size_t at = (bytes + 255) & ~std::size_t(255);
+    bytes = at + count * sizeof(U);
+    return base ? reinterpret_cast<U*>(base + at) : nullptr;
+  }
+};
+
+// Sorts k (key, index) pairs per segment: key descending, then index ascending. With
+// `by_index_first`, the pairs are first put in index order (they come unordered).
+template <class Key>
+struct PairSort {
+  std::size_t temp_bytes = 0;
+  int index_bits = 64;
+  void size_for(std::int64_t items, std::int64_t segments, bool by_index_first, std::int64_t n) {
+    index_bits = 1;
+    while (index_bits < 63 && (std::int64_t(1) << index_bits) < n) ++index_bits;
+    std::size_t a = 0, b = 0;
+    const std::int64_t* offsets = nullptr;
+    if (segments == 1) {
+      check_cuda(cub::DeviceRadixSort::SortPairsDescending(nullptr, a, (const Key*)nullptr, (Key*)nullptr,
+                                                           (const std::int64_t*)nullptr,
+                                                           (std::int64_t*)nullptr, items), kWhere);
+      if (by_index_first)
+        check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, b, (const u64*)nullptr, (u64*)nullptr,
+                                                   (const Key*)nullptr, (Key*)nullptr, items, 0,
+                                                   index_bits), kWhere);
+    } else {
+      check_cuda(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+                     nullptr, a, (const Key*)nullptr, (Key*)nullptr, (const std::int64_t*)nullptr,
+                     (std::int64_t*)nullptr, items, segments, offsets, offsets), kWhere);
+    }
+    temp_bytes = std::max(a, b);
+  }
+};
+
+// ---- batched rows: one block per row -----------------------------------------------------------
+constexpr int kRowThreads = 512;
+constexpr int kRowSmemK = 1024;  // k up to this is selected and sorted in shared memory
+
+template <class T, class Key>
+struct RowsBlockArgs {
+  const T* x;
+  std::int64_t x_stride, n, k;
+  Key flip;
+  bool sorted;
+  T* values;
+  std::int64_t v_stride;
+  std::int64_t* indices;
+  std::int64_t i_stride;
+  Key* tmp_key;              // (rows, k) when k > kRowSmemK
+  std::int64_t* tmp_idx;
+};
+
+template <class T, class Key>
+__global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, Key> a) {
+  using Scan = cub::BlockScan<u64, kRowThreads>;
+  __shared__ u32 hist[kMaxBins];
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ Key skey[kRowSmemK];
+  __shared__ u32 sidx[kRowSmemK];
+  __shared__ Key s_prefix, s_mask;
+  __shared__ u32 s_krem;
+  __shared__ int s_done;
+  __shared__ u64 s_carry;
+  const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
+  const u32 n = u32(a.n), t = threadIdx.x;
+  if (t == 0) { s_prefix = 0; s_mask = 0; s_krem = u32(a.k); s_done = 0; }
+  __syncthreads();
+  for (int level = 0; level < kLevels<Key>; ++level) {
+    const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
+    const Key prefix = s_prefix, mask = s_mask, dmask = Key(bins - 1);
+    for (int i = t; i < bins; i += kRowThreads) hist[i] = 0;
+    __syncthreads();
+    constexpr int kUnroll = 8;
+    u32 i = t;
+    for (; i + (kUnroll - 1) * kRowThreads < n; i += kUnroll * kRowThreads) {
+      Key key[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) key[u] = order_key(x[i + u * kRowThreads]) ^ a.flip;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if ((key[u] & mask) == prefix) atomicAdd(&hist[u32((key[u] >> shift) & dmask)], 1u);
+    }
+    for (; i < n; i += kRowThreads) {
+      const Key key = order_key(x[i]) ^ a.flip;
+      if ((key & mask) == prefix) atomicAdd(&hist[u32((key >> shift) & dmask)], 1u);
+    }
+    __syncthreads();
+    // Bucket of the k_rem-th from the top: thread t owns bins/kRowThreads bins.
+    const int per = (bins + kRowThreads - 1) / kRowThreads;
+    u64 c[8] = {}, sum = 0;
+    for (int j = 0; j < per; ++j) {
+      const int b = bins - 1 - (int(t) * per + j);
+      if (b >= 0) c[j] = hist[b];
+      sum += c[j];
+    }
+    u64 above = 0;
+    Scan(scan).ExclusiveSum(sum, above);
+    const u64 krem = s_krem;
+    __syncthreads();
+    if (above < krem && krem <= above + sum) {
+      int j = 0;
+      while (above + c[j] < krem) above += c[j++];
+      s_prefix = prefix | (Key(bins - 1 - (int(t) * per + j)) << shift);
+      s_mask = mask | (dmask << shift);
+      s_krem = u32(krem - above);
+      s_done = c[j] == krem - above;
+    }
+    __syncthreads();
+    if (s_done) break;
+  }
+  // Ordered selection: everything above the k-th key, and the first k_rem ties in index order.
+  const Key prefix = s_prefix, mask = s_mask;
+  const u32 krem = s_krem;
+  const bool all_ties = s_done;
+  const bool in_smem = a.k <= kRowSmemK;
+  if (t == 0) s_carry = 0;
+  __syncthreads();
+  constexpr int kItems = 4;  // consecutive elements per thread, so ranks follow index order
+  for (u32 base = 0; base < n; base += kRowThreads * kItems) {
+    Key key[kItems];
+    u32 gt = 0, eq = 0;
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const u32 i = base + t * kItems + u;
+      key[u] = i < n ? (order_key(x[i]) ^ a.flip) : Key(0);
+      const Key top = key[u] & mask;
+      gt += i < n && top > prefix;
+      eq += i < n && top == prefix;
+    }
+    u64 before = 0, total = 0;
+    Scan(scan).ExclusiveSum((u64(gt) << 32) | eq, before, total);
+    const u64 carry = s_carry;
+    u64 gt_before = (carry >> 32) + (before >> 32), eq_before = (carry & 0xffffffffu) + (before & 0xffffffffu);
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const u32 i = base + t * kItems + u;
+      if (i >= n) break;
+      const Key top = key[u] & mask;
+      const bool is_gt = top > prefix, is_eq = top == prefix;
+      if (is_gt || (is_eq && (all_ties || eq_before < krem))) {
+        const u64 slot = gt_before + (all_ties ? eq_before : std::min<u64>(eq_before, krem));
+        if (in_smem) { skey[slot] = key[u]; sidx[slot] = i; }
+        else {
+          a.tmp_key[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = key[u];
+          a.tmp_idx[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = i;
+        }
+      }
+      gt_before += is_gt;
+      eq_before += is_eq;
+    }
+    __syncthreads();
+    if (t == 0) s_carry = carry + total;
+    __syncthreads();
+  }
+  if (!in_smem) return;
+  const int k = int(a.k);
+  if (a.sorted && k > 1) {
+    int p = 1;
+    while (p < k) p <<= 1;
+    for (int i = k + int(t); i < p; i += kRowThreads) { skey[i] = 0; sidx[i] = 0xffffffffu; }
+    __syncthreads();
+    // Bitonic sort of p pairs: "before" = key descending, then index ascending.
+    for (int size = 2; size <= p; size <<= 1)
+      for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        for (int i = int(t); i < p; i += kRowThreads) {
+          const int j = i ^ stride;
+          if (j > i) {
+            const bool up = (i & size) == 0;
+            const bool j_first = skey[j] > skey[i] || (skey[j] == skey[i] && sidx[j] < sidx[i]);
+            if (j_first == up) {
+              const Key tk = skey[i]; skey[i] = skey[j]; skey[j] = tk;
+              const u32 ti = sidx[i]; sidx[i] = sidx[j]; sidx[j] = ti;
+            }
+          }
+        }
+        __syncthreads();
+      }
+  }
+  __syncthreads();
+  T* vals = a.values + std::int64_t(blockIdx.x) * a.v_stride;
+  std::int64_t* inds = a.indices + std::int64_t(blockIdx.x) * a.i_stride;
+  for (int j = int(t); j < k; j += kRowThreads) {
+    vals[j] = x[sidx[j]];
+    inds[j] = sidx[j];
+  }
+}
+
+// ---- host drivers --------------------------------------------------------------------------------
+template <class T>
+void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
+  using Key = typename KeyOf<T>::type;
+  RowsBlockArgs<T, Key> r{};
+  r.x = static_cast<const T*>(a.x.data);
+  r.x_stride = a.x.row_stride;
+  r.n = a.x.n;
+  r.k = a.k;
+  r.flip = a.largest ? Key(0) : ~Key(0);
+  r.sorted = a.sorted;
+  r.values = static_cast<T*>(a.values.data);
+  r.v_stride = a.values.row_stride;
+  r.indices = static_cast<std::int64_t*>(a.indices.data);
+  r.i_stride = a.indices.row_stride;
+  const std::int64_t rows = a.x.rows;
+  if (a.k <= kRowSmemK) {
+    topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
+    check_cuda(cudaGetLastError(), kWhere);
+    return;
+  }
+  // Large k: ordered selection into scratch, then a stable segmented sort and a gather.
+  const std::int64_t items = rows * a.k;
+  PairSort<Key> sort;
+  if (a.sorted) sort.size_for(items, rows, false, a.x.n);
+  Carve c;
+  Key *k1 = nullptr, *k2 = nullptr;
+  std::int64_t *i1 = nullptr, *i2 = nullptr, *offs = nullptr;
+  void* temp = nullptr;
+  auto layout = [&] {
+    c.bytes = 0;
+    k1 = c.take<Key>(std::size_t(items));
+    k2 = c.take<Key>(std::size_t(items));
+    i1 = c.take<std::int64_t>(std::size_t(items));
+    i2 = c.take<std::int64_t>(std::size_t(items));
+    offs = c.take<std::int64_t>(std::size_t(rows + 1));
+    temp = c.take<char>(sort.temp_bytes);
+  };
+  layout();
+  parallel::cuda::detail::Scratch scratch(c.bytes, stream, kWhere);
+  c.base = static_cast<char*>(scratch.get());
+  layout();
+  r.tmp_key = k1;
+  r.tmp_idx = i1;
+  topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
+  check_cuda(cudaGetLastError(), kWhere);
+  const std::int64_t* idx = i1;
+  if (a.sorted) {
+    segment_offsets<<<int((rows + 256) / 256), 256, 0, stream>>>(offs, rows, a.k);
+    std::size_t tb = sort.temp_bytes;
+    const std::int64_t* co = offs;
+    check_cuda(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+                   temp, tb, static_cast<const Key*>(k1), k2, static_cast<const std::int64_t*>(i1), i2,
+                   items, rows, co, co + 1, 0, int(sizeof(Key) * 8), stream),
+               kWhere);
+    idx = i2;
+  }
+  const int blocks = int(std::min<std::int64_t>((items + 255) / 256, 4096));
+  gather<T><<<blocks, 256, 0, stream>>>(r.x, a.x.row_stride, idx, a.k, rows, r.values, a.values.row_stride,
+                                        r.indices, a.indices.row_stride);
+  check_cuda(cudaGetLastError(), kWhere);
+}
+
+template <class T>
+void run_single_rows(const TopKArgs& a, cudaStream_t stream) {
+  using Key = typename KeyOf<T>::type;
+  const std::int64_t n = a.x.n, k = a.k;
+  const int sms = sm_count();
+  const u64 cap = u64(std::clamp<std::int64_t>(n / 16, std::min<std::int64_t>(n, 1 << 16), 1 << 23));
+  const std::int64_t seg = std::max<std::int64_t>(kTieThreads * 16, (n + 4095) / 4096);
+  const int tie_blocks = int((n + seg - 1) / seg);
+  PairSort<Key> sort;
+  if (a.sorted) sort.size_for(k, 1, true, n);
+  RowArgs<T, Key> r{};
+  Carve c;
+  Key *sk1 = nullptr, *sk2 = nullptr;
+  std::int64_t *si1 = nullptr, *si2 = nullptr;
+  void* temp = nullptr;
+  auto layout = [&] {
+    c.bytes = 0;
+    r.st = c.take<SelectState<Key>>(1);
+    r.hist = c.take<u64>(kMaxBins);
+    r.out_key = c.take<Key>(std::size_t(k));
+    r.out_idx = c.take<std::int64_t>(std::size_t(k));
+    for (int j = 0; j < 2; ++j) {
+      r.cand_key[j] = c.take<Key>(cap);
+      r.cand_idx[j] = c.take<std::int64_t>(cap);
+    }
+    r.block_ties = c.take<u64>(std::size_t(tie_blocks));
+    sk1 = c.take<Key>(std::size_t(k));
+    sk2 = c.take<Key>(std::size_t(k));
+    si1 = c.take<std::int64_t>(std::size_t(k));
+    si2 = c.take<std::int64_t>(std::size_t(k));
+    temp = c.take<char>(sort.temp_bytes);
+  };
+  layout();
+  parallel::cuda::detail::Scratch scratch(c.bytes, stream, kWhere);
+  c.base = static_cast<char*>(scratch.get());
+  layout();
+  r.n = n;
+  r.cap = cap;
+  r.flip = a.largest ? Key(0) : ~Key(0);
+  check_cuda(cudaMemsetAsync(r.hist, 0, kMaxBins * sizeof(u64), stream), kWhere);
+
+  const int hist_blocks = sms * 2, filter_blocks = sms * 4, cand_blocks = sms * 2;
+  for (std::int64_t row = 0; row < a.x.rows; ++row) {
+    r.x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;
+    init_state<Key><<<1, 1, 0, stream>>>(r.st, u64(k));
+    for (int level = 0; level < kLevels<Key>; ++level) {
+      if (level == 0) {
+        hist_input<T, Key><<<hist_blocks, 1024, 0, stream>>>(r, 0);
+        pick_bucket<Key><<<1, 1024, 0, stream>>>(r.st, r.hist, 0);
+        filter_input<T, Key><<<filter_blocks, 512, 0, stream>>>(r);
+      } else {
+        hist_input<T, Key><<<hist_blocks, 1024, 0, stream>>>(r, level);  // overflow only
+        hist_cand<T, Key><<<cand_blocks, 1024, 0, stream>>>(r, level);
+        pick_bucket<Key><<<1, 1024, 0, stream>>>(r.st, r.hist, level);
+        filter_cand<T, Key><<<cand_blocks, 512, 0, stream>>>(r, level);
+      }
+    }
+    take_tied_candidates<T, Key><<<1, 1024, 0, stream>>>(r);
+    count_ties<T, Key><<<tie_blocks, kTieThreads, 0, stream>>>(r, seg);
+    scan_ties<Key><<<1, 1024, 0, stream>>>(r.st, r.block_ties, tie_blocks);
+    select_ordered<T, Key><<<tie_blocks, kTieThreads, 0, stream>>>(r, seg);
+    check_cuda(cudaGetLastError(), kWhere);
+    const std::int64_t* idx = r.out_idx;
+    if (a.sorted && k > 1) {
+      std::size_t tb = sort.temp_bytes;
+      check_cuda(cub::DeviceRadixSort::SortPairs(temp, tb, reinterpret_cast<const u64*>(r.out_idx),
+                                                 reinterpret_cast<u64*>(si1), r.out_key, sk1, k, 0,
+                                                 sort.index_bits, stream), kWhere);
+      tb = sort.temp_bytes;
+      check_cuda(cub::DeviceRadixSort::SortPairsDescending(temp, tb, sk1, sk2, si1, si2, k, 0,
+                                                           int(sizeof(Key) * 8), stream), kWhere);
+      idx = si2;
+    }
+    const int blocks = int(std::min<std::int64_t>((k + 255) / 256, 4096));
+    gather<T><<<blocks, 256, 0, stream>>>(r.x, 0, idx, k, 1, static_cast<T*>(a.values.data) + row * a.values.row_stride,
+                                          0, static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride, 0);
+    check_cuda(cudaGetLastError(), kWhere);
+  }
+}
+
+template <class T>
+void run(const TopKArgs& a, cudaStream_t stream) {
+  // One block per row while that fills the GPU or rows are short; else each row across the GPU.
+  const bool batched = a.x.n <= (std::int64_t(1) << 31) - 1 &&
+                       (a.x.n <= 65536 || a.x.rows >= 2 * std::int64_t(sm_count()));
+  if (batched) run_rows_block<T>(a, stream);
+  else run_single_rows<T>(a, stream);
+}
+
+}  // namespace
+
+void topk_cuda(const TopKArgs& a, int device, Stream stream) {
+  int previous = 0;
+  check_cuda(cudaGetDevice(&previous), kWhere);
+  if (previous != device) check_cuda(cudaSetDevice(device), kWhere);
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  try {
+    switch (a.dtype) {
+      case DType::f32: run<float>(a, s); break;
+      case DType::f16: run<__half>(a, s); break;
+      case DType::bf16: run<__nv_bfloat16>(a, s); break;
+      case DType::f64: run<double>(a, s); break;
+      case DType::i32: run<int>(a, s); break;
+      default: throw_error(kWhere, "unsupported dtype reached the CUDA backend");
+    }
+  } catch (...) {
+    cudaSetDevice(previous);
+    throw;
+  }
+  if (previous != device) cudaSetDevice(previous);
+}
+
+}  // namespace sixfold::detail
