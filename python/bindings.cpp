@@ -45,6 +45,46 @@ void norm_op(NormKind kind, const In& x, const std::optional<In>& w, const std::
   }
 }
 
+void add_norm_op(NormKind kind, const In& x, const In& residual, const std::optional<In>& w,
+                 const std::optional<In>& b, const Out& out, const Out& sum_out, float eps,
+                 std::uintptr_t stream) {
+  const char* where = kind == NormKind::rms ? "sixfold.add_rms_norm" : "sixfold.add_layer_norm";
+  const TensorView vx = view_of(x, where, "x"), vr = view_of(residual, where, "residual");
+  const TensorView vo = view_of(out, where, "out"), vs = view_of(sum_out, where, "sum_out");
+  const TensorView vw = optional_view(w, where, "weight"), vb = optional_view(b, where, "bias");
+  g_last_in = std::uintptr_t(vx.data);
+  g_last_out = std::uintptr_t(vo.data);
+  const Stream s{reinterpret_cast<void*>(stream)};
+  nb::gil_scoped_release release;
+  if (kind == NormKind::rms) add_rms_norm(vx, vr, vw, vo, vs, {eps}, s);
+  else add_layer_norm(vx, vr, vw, vb, vo, vs, {eps}, s);
+}
+
+// Backward of `kind`; x is the forward input (norms) or output y (softmax kinds).
+void norm_backward_op(NormKind kind, const In& dy, const In& x, const std::optional<In>& w,
+                      const Out& dx, const std::optional<Out>& dw, const std::optional<Out>& db,
+                      float eps, std::uintptr_t stream) {
+  const char* names[] = {"sixfold.rms_norm_backward", "sixfold.layer_norm_backward",
+                         "sixfold.softmax_backward", "sixfold.log_softmax_backward"};
+  const char* where = names[int(kind)];
+  const char* x_arg = kind == NormKind::rms || kind == NormKind::layer ? "x" : "y";
+  const TensorView vd = view_of(dy, where, "dy"), vx = view_of(x, where, x_arg),
+                   vdx = view_of(dx, where, "dx");
+  const TensorView vw = optional_view(w, where, "weight");
+  const TensorView vdw = dw ? view_of(*dw, where, "dweight") : TensorView{};
+  const TensorView vdb = db ? view_of(*db, where, "dbias") : TensorView{};
+  g_last_in = std::uintptr_t(vd.data);
+  g_last_out = std::uintptr_t(vdx.data);
+  const Stream s{reinterpret_cast<void*>(stream)};
+  nb::gil_scoped_release release;
+  switch (kind) {
+    case NormKind::rms: rms_norm_backward(vd, vx, vw, vdx, vdw, {eps}, s); break;
+    case NormKind::layer: layer_norm_backward(vd, vx, vw, vdx, vdw, vdb, {eps}, s); break;
+    case NormKind::softmax: softmax_backward(vd, vx, vdx, s); break;
+    case NormKind::log_softmax: log_softmax_backward(vd, vx, vdx, s); break;
+  }
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -91,6 +131,33 @@ NB_MODULE(_C, m) {
   m.def("log_softmax", [](const In& x, const Out& out, std::uintptr_t s) {
     norm_op(NormKind::log_softmax, x, std::nullopt, std::nullopt, out, 0.0f, s);
   }, nb::arg("x"), nb::arg("out"), nb::arg("stream"));
+  m.def("add_rms_norm", [](const In& x, const In& r, const std::optional<In>& w, const Out& out,
+                           const Out& sum_out, float eps, std::uintptr_t s) {
+    add_norm_op(NormKind::rms, x, r, w, std::nullopt, out, sum_out, eps, s);
+  }, nb::arg("x"), nb::arg("residual"), nb::arg("weight").none(), nb::arg("out"), nb::arg("sum_out"),
+        nb::arg("eps"), nb::arg("stream"));
+  m.def("add_layer_norm", [](const In& x, const In& r, const std::optional<In>& w, const std::optional<In>& b,
+                             const Out& out, const Out& sum_out, float eps, std::uintptr_t s) {
+    add_norm_op(NormKind::layer, x, r, w, b, out, sum_out, eps, s);
+  }, nb::arg("x"), nb::arg("residual"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("out"),
+        nb::arg("sum_out"), nb::arg("eps"), nb::arg("stream"));
+  m.def("rms_norm_backward", [](const In& dy, const In& x, const std::optional<In>& w, const Out& dx,
+                                const std::optional<Out>& dw, float eps, std::uintptr_t s) {
+    norm_backward_op(NormKind::rms, dy, x, w, dx, dw, std::nullopt, eps, s);
+  }, nb::arg("dy"), nb::arg("x"), nb::arg("weight").none(), nb::arg("dx"), nb::arg("dweight").none(),
+        nb::arg("eps"), nb::arg("stream"));
+  m.def("layer_norm_backward", [](const In& dy, const In& x, const std::optional<In>& w, const Out& dx,
+                                  const std::optional<Out>& dw, const std::optional<Out>& db, float eps,
+                                  std::uintptr_t s) {
+    norm_backward_op(NormKind::layer, dy, x, w, dx, dw, db, eps, s);
+  }, nb::arg("dy"), nb::arg("x"), nb::arg("weight").none(), nb::arg("dx"), nb::arg("dweight").none(),
+        nb::arg("dbias").none(), nb::arg("eps"), nb::arg("stream"));
+  m.def("softmax_backward", [](const In& dy, const In& y, const Out& dx, std::uintptr_t s) {
+    norm_backward_op(NormKind::softmax, dy, y, std::nullopt, dx, std::nullopt, std::nullopt, 0.0f, s);
+  }, nb::arg("dy"), nb::arg("y"), nb::arg("dx"), nb::arg("stream"));
+  m.def("log_softmax_backward", [](const In& dy, const In& y, const Out& dx, std::uintptr_t s) {
+    norm_backward_op(NormKind::log_softmax, dy, y, std::nullopt, dx, std::nullopt, std::nullopt, 0.0f, s);
+  }, nb::arg("dy"), nb::arg("y"), nb::arg("dx"), nb::arg("stream"));
 
   m.def("bias_gelu", [](const In& x, const std::optional<In>& bias, const Out& out, const std::string& approximate,
                         std::uintptr_t s) {

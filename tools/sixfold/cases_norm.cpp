@@ -1,9 +1,15 @@
-// `sixfold bench norm`: fused RMSNorm, LayerNorm and softmax on the shapes of the norm issue,
-// bf16, against the unfused float64 reference loops (the naive row), on the CPU and, where
-// usable, on the GPU (PyTorch's kernels are timed beside these by bench/torch_norm.py).
+// `sixfold bench norm`: fused RMSNorm, LayerNorm and softmax, the fused residual add + norm and
+// the backward passes, on the shapes of the norm issue, bf16, against the unfused float64
+// reference loops (the naive row), on the CPU and, where usable, on the GPU (PyTorch's kernels
+// are timed beside these by bench/torch_norm.py). SIXFOLD_NORM_CASES=forward,add,backward
+// (any subset; default all) picks the families that are registered, SIXFOLD_NORM_SHAPES
+// (e.g. 4096x4096,65536x1024; default all) the shapes.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <string>
 
 #include "../../src/reference/norm_reference.hpp"
 #include "bench.hpp"
@@ -105,18 +111,220 @@ std::unique_ptr<Case> make_norm_case(NormKind kind, Shape2 sh, Backend backend) 
   return c;
 }
 
+// ---- fused residual add + norm, backward ------------------------------------------------------
+
+// Random bf16 bits (uniform in [lo, hi)) from a splitmix64 stream: cheap for 10^8 elements.
+std::vector<std::uint16_t> random_bf16(std::size_t count, float lo, float hi, std::uint64_t seed) {
+  std::vector<std::uint16_t> v(count);
+  std::uint64_t z = seed;
+  for (auto& e : v) {
+    z += 0x9e3779b97f4a7c15ull;
+    std::uint64_t q = z;
+    q = (q ^ (q >> 30)) * 0xbf58476d1ce4e5b9ull;
+    q = (q ^ (q >> 27)) * 0x94d049bb133111ebull;
+    q ^= q >> 31;
+    e = to_bfloat16(lo + (hi - lo) * float(q >> 40) * (1.0f / 16777216.0f)).bits;
+  }
+  return v;
+}
+
+std::vector<double> up(const std::vector<std::uint16_t>& v) {
+  std::vector<double> d(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) d[i] = to_float(BFloat16{v[i]});
+  return d;
+}
+
+std::shared_ptr<void> to_device(Device dev, const std::vector<std::uint16_t>& h) {
+  auto p = allocate(dev, std::int64_t(h.size()) * 2);
+  copy_bytes(p.get(), dev, h.data(), Device::cpu(), std::int64_t(h.size()) * 2);
+  return p;
+}
+
+std::vector<double> fetch(Device dev, const std::shared_ptr<void>& p, std::int64_t numel) {
+  std::vector<std::uint16_t> h(static_cast<std::size_t>(numel));
+  copy_bytes(h.data(), Device::cpu(), p.get(), dev, numel * 2);
+  return up(h);
+}
+
+std::uint64_t seed() { return std::random_device{}() * 0x100000001ull + std::random_device{}(); }
+
+// add_rms_norm / add_layer_norm: reads x and residual, writes out and sum_out (8 bytes/element).
+std::unique_ptr<Case> make_add_case(NormKind kind, Shape2 sh, Backend backend) {
+  const Device dev = backend == Backend::cuda ? Device::cuda(0) : Device::cpu();
+  const std::int64_t numel = sh.rows * sh.n;
+  auto c = std::make_unique<Case>();
+  c->op = "norm";
+  c->workload = std::string("add_") + kind_name(kind) + " bf16 " + sh.label;
+  c->backend = backend;
+  c->cost = {double(numel) * 6, double(numel) * 8, 0};
+  c->tolerance = 1.6e-2;
+  c->property = "locality: the residual add fused into the norm's one read and one write";
+  c->slots = rotating_slots(backend, double(numel) * 8);
+  std::vector<std::shared_ptr<void>> xs, rs;
+  std::vector<std::uint16_t> hx0, hr0;
+  for (int s = 0; s < c->slots; ++s) {
+    auto hx = random_bf16(std::size_t(numel), -3.0f, 4.0f, seed());
+    auto hr = random_bf16(std::size_t(numel), -2.0f, 2.0f, seed());
+    xs.push_back(to_device(dev, hx));
+    rs.push_back(to_device(dev, hr));
+    if (s == 0) hx0 = std::move(hx), hr0 = std::move(hr);
+  }
+  const auto hw = random_bf16(std::size_t(sh.n), 0.8f, 1.2f, seed());
+  const auto hb = random_bf16(std::size_t(sh.n), -0.2f, 0.2f, seed());
+  auto w = to_device(dev, hw), b = to_device(dev, hb);
+  auto out = allocate(dev, numel * 2), sum = allocate(dev, numel * 2);
+  auto xd = std::make_shared<std::vector<double>>(up(hx0));
+  auto rd = std::make_shared<std::vector<double>>(up(hr0));
+  hx0.clear(), hr0.clear();
+  auto wd = std::make_shared<std::vector<double>>(up(hw));
+  auto bd = std::make_shared<std::vector<double>>(kind == NormKind::layer ? up(hb) : std::vector<double>{});
+  const float eps = 1e-5f;
+  // The unfused baseline: s = x + residual rounded to bf16, then the norm of s.
+  auto naive = [=] {
+    auto s = reference::add(*xd, *rd);
+    for (auto& v : s) v = to_float(to_bfloat16(float(v)));
+    return std::pair{reference::norm(kind, s, sh.rows, sh.n, *wd, *bd, eps), s};
+  };
+  auto ref = std::make_shared<std::pair<std::vector<double>, std::vector<double>>>(naive());
+  auto naive_out = std::make_shared<std::pair<std::vector<double>, std::vector<double>>>();
+  c->poison = [out, sum, dev, numel] {
+    std::vector<std::uint16_t> nan(static_cast<std::size_t>(numel), 0x7fc0);
+    copy_bytes(out.get(), dev, nan.data(), Device::cpu(), numel * 2);
+    copy_bytes(sum.get(), dev, nan.data(), Device::cpu(), numel * 2);
+  };
+  c->sync = [dev] { synchronize(dev); };
+  c->impls.push_back({"float64 loops (unfused)", ImplKind::naive, backend == Backend::cuda,
+                      [=](int) { *naive_out = naive(); },
+                      [=] {
+                        return std::max(max_rel_error(ref->first.data(), naive_out->first.data(), numel),
+                                        max_rel_error(ref->second.data(), naive_out->second.data(), numel));
+                      }, 2});
+  auto view = [dev, sh](void* p) { return TensorView::contiguous(p, DType::bf16, {sh.rows, sh.n}, dev); };
+  const TensorView tw = TensorView::contiguous(w.get(), DType::bf16, {sh.n}, dev);
+  const TensorView tb = TensorView::contiguous(b.get(), DType::bf16, {sh.n}, dev);
+  c->impls.push_back({std::string("sixfold::add_") + kind_name(kind), ImplKind::sixfold, false,
+                      [=, keep = std::vector{w, b}](int s) {
+                        (void)keep;
+                        const TensorView x = view(xs[std::size_t(s)].get()), r = view(rs[std::size_t(s)].get());
+                        if (kind == NormKind::rms) add_rms_norm(x, r, tw, view(out.get()), view(sum.get()), {eps});
+                        else add_layer_norm(x, r, tw, tb, view(out.get()), view(sum.get()), {eps});
+                      },
+                      [=] {
+                        return std::max(max_rel_error(ref->first.data(), fetch(dev, out, numel).data(), numel),
+                                        max_rel_error(ref->second.data(), fetch(dev, sum, numel).data(), numel));
+                      }});
+  return c;
+}
+
+// Backward: reads x (softmax: y) and dy, writes dx (and dweight/dbias, n elements each).
+std::unique_ptr<Case> make_backward_case(NormKind kind, Shape2 sh, Backend backend) {
+  const Device dev = backend == Backend::cuda ? Device::cuda(0) : Device::cpu();
+  const std::int64_t numel = sh.rows * sh.n;
+  const bool norm = kind == NormKind::rms || kind == NormKind::layer;
+  const int grads = kind == NormKind::layer ? 2 : (kind == NormKind::rms ? 1 : 0);
+  auto c = std::make_unique<Case>();
+  c->op = "norm";
+  c->workload = std::string(kind_name(kind)) + "_backward bf16 " + sh.label;
+  c->backend = backend;
+  c->cost = {double(numel) * (kind == NormKind::layer ? 12 : (norm ? 9 : 4)),
+             double(numel) * 6 + double(sh.n) * 2 * (norm ? 1 + grads : 0), 0};
+  c->tolerance = 1.6e-2;
+  c->property = norm ? "locality (x, dy read once, dx written once) + Sum monoids; dweight/dbias "
+                       "per row group, summed in a fixed order (deterministic)"
+                     : "locality (y, dy read once, dx written once) + the Sum monoid";
+  c->slots = rotating_slots(backend, double(numel) * 6);
+  std::vector<std::shared_ptr<void>> xs, ds;
+  std::vector<std::uint16_t> hx0, hd0;
+  const float xlo = norm ? -3.0f : 0.0f, xhi = norm ? 4.0f : 2.0f / float(sh.n);  // softmax: y-like
+  for (int s = 0; s < c->slots; ++s) {
+    auto hx = random_bf16(std::size_t(numel), xlo, xhi, seed());
+    auto hd = random_bf16(std::size_t(numel), -1.0f, 1.0f, seed());
+    xs.push_back(to_device(dev, hx));
+    ds.push_back(to_device(dev, hd));
+    if (s == 0) hx0 = std::move(hx), hd0 = std::move(hd);
+  }
+  const auto hw = random_bf16(std::size_t(sh.n), 0.8f, 1.2f, seed());
+  auto w = to_device(dev, hw);
+  auto dx = allocate(dev, numel * 2), dw = allocate(dev, sh.n * 2), db = allocate(dev, sh.n * 2);
+  auto xd = std::make_shared<std::vector<double>>(up(hx0));
+  auto dd = std::make_shared<std::vector<double>>(up(hd0));
+  hx0.clear(), hd0.clear();
+  auto wd = std::make_shared<std::vector<double>>(norm ? up(hw) : std::vector<double>{});
+  const float eps = 1e-5f;
+  auto ref = std::make_shared<reference::NormGrads>(
+      reference::norm_backward(kind, *xd, *dd, sh.rows, sh.n, *wd, eps));
+  auto naive_out = std::make_shared<reference::NormGrads>();
+  c->poison = [dx, dw, db, dev, numel, n = sh.n] {
+    std::vector<std::uint16_t> nan(static_cast<std::size_t>(numel), 0x7fc0);
+    copy_bytes(dx.get(), dev, nan.data(), Device::cpu(), numel * 2);
+    copy_bytes(dw.get(), dev, nan.data(), Device::cpu(), n * 2);
+    copy_bytes(db.get(), dev, nan.data(), Device::cpu(), n * 2);
+  };
+  c->sync = [dev] { synchronize(dev); };
+  auto err = [=](const std::vector<double>& gdx, const std::vector<double>& gdw,
+                 const std::vector<double>& gdb) {
+    double e = max_rel_error(ref->dx.data(), gdx.data(), numel);
+    if (grads >= 1) e = std::max(e, max_rel_error(ref->dweight.data(), gdw.data(), sh.n));
+    if (grads >= 2) e = std::max(e, max_rel_error(ref->dbias.data(), gdb.data(), sh.n));
+    return e;
+  };
+  c->impls.push_back({"float64 loops (unfused)", ImplKind::naive, backend == Backend::cuda,
+                      [=](int) { *naive_out = reference::norm_backward(kind, *xd, *dd, sh.rows, sh.n, *wd, eps); },
+                      [=] { return err(naive_out->dx, naive_out->dweight, naive_out->dbias); }, 2});
+  auto view = [dev, sh](void* p) { return TensorView::contiguous(p, DType::bf16, {sh.rows, sh.n}, dev); };
+  const TensorView tw = TensorView::contiguous(w.get(), DType::bf16, {sh.n}, dev);
+  const TensorView tdw = TensorView::contiguous(dw.get(), DType::bf16, {sh.n}, dev);
+  const TensorView tdb = TensorView::contiguous(db.get(), DType::bf16, {sh.n}, dev);
+  c->impls.push_back({std::string("sixfold::") + kind_name(kind) + "_backward", ImplKind::sixfold, false,
+                      [=, keep = std::vector{w, dw, db}](int s) {
+                        (void)keep;
+                        const TensorView x = view(xs[std::size_t(s)].get()), d = view(ds[std::size_t(s)].get());
+                        const TensorView g = view(dx.get());
+                        if (kind == NormKind::rms) rms_norm_backward(d, x, tw, g, tdw, {eps});
+                        else if (kind == NormKind::layer) layer_norm_backward(d, x, tw, g, tdw, tdb, {eps});
+                        else softmax_backward(d, x, g);
+                      },
+                      [=] {
+                        return err(fetch(dev, dx, numel), grads >= 1 ? fetch(dev, dw, sh.n) : std::vector<double>{},
+                                   grads >= 2 ? fetch(dev, db, sh.n) : std::vector<double>{});
+                      }});
+  return c;
+}
+
+// True when `item` is in the comma-separated list of environment variable `var` (or it is unset).
+bool enabled(const char* var, const std::string& item) {
+  const char* env = std::getenv(var);
+  if (!env || !*env) return true;
+  const std::string list = std::string(",") + env + ",";
+  return list.find("," + item + ",") != std::string::npos;
+}
+
 }  // namespace
 
 void register_norm_cases() {
   for (Backend backend : {Backend::cpu, Backend::cuda}) {
     if (backend == Backend::cuda && !cuda_available()) continue;
-    for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax})
-      for (const Shape2& sh : kShapes) {
-        // `bench` runs each shape once; the factory's size argument is unused (shape-defined).
-        registry().push_back({"norm", std::string(kind_name(k)) + " bf16 " + sh.label, backend,
-                              [=](std::int64_t) { return make_norm_case(k, sh, backend); },
-                              {{sh.rows * sh.n, sh.label}}, {1}});
-      }
+    // `bench` runs each shape once; the factories' size argument is unused (shape-defined).
+    auto add = [&](const std::string& workload, const Shape2& sh,
+                   std::function<std::unique_ptr<Case>()> make) {
+      if (!enabled("SIXFOLD_NORM_SHAPES", sh.label)) return;
+      registry().push_back({"norm", workload + " bf16 " + sh.label, backend,
+                            [make](std::int64_t) { return make(); },
+                            {{sh.rows * sh.n, sh.label}}, {1}});
+    };
+    if (enabled("SIXFOLD_NORM_CASES", "forward"))
+      for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax})
+        for (const Shape2& sh : kShapes)
+          add(kind_name(k), sh, [=] { return make_norm_case(k, sh, backend); });
+    if (enabled("SIXFOLD_NORM_CASES", "add"))
+      for (NormKind k : {NormKind::rms, NormKind::layer})
+        for (const Shape2& sh : kShapes)
+          add(std::string("add_") + kind_name(k), sh, [=] { return make_add_case(k, sh, backend); });
+    if (enabled("SIXFOLD_NORM_CASES", "backward"))
+      for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax})
+        for (const Shape2& sh : kShapes)
+          add(std::string(kind_name(k)) + "_backward", sh,
+              [=] { return make_backward_case(k, sh, backend); });
   }
 }
 
