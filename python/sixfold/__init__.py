@@ -363,3 +363,85 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
 
 
 __all__ += ["selective_scan", "selective_state_update"]
+
+
+def _empty_attn_f32(x, shape):
+    """An uninitialized float32 array of x's framework and device (attention's lse)."""
+    fw = _framework(x)
+    if fw == "torch":
+        import torch
+        return torch.empty(shape, dtype=torch.float32, device=x.device)
+    if fw == "cupy":
+        import cupy
+        with x.device:
+            return cupy.empty(shape, dtype=cupy.float32)
+    if fw == "numpy":
+        import numpy as np
+        return np.empty(shape, dtype=np.float32)
+    raise TypeError(f"sixfold: cannot allocate an lse like a {type(x).__name__}; pass lse=")
+
+
+def _swap_seq_heads(x):
+    """(b, l, h, d) <-> (b, h, l, d) as a view (no copy)."""
+    return x.transpose(1, 2) if _framework(x) == "torch" else x.swapaxes(1, 2)
+
+
+def _window(window):
+    left, right = window
+    return int(-1 if left is None else left), int(-1 if right is None else right)
+
+
+def attention(q, k, v, *, causal: bool = False, scale=None, window=(None, None), layout: str = "bhld",
+              return_lse: bool = False, out=None, lse=None, stream=None):
+    """Exact softmax attention without the N×N score matrix (online softmax over key tiles).
+
+    layout "bhld": q (batch, q_heads, q_len, d), k/v (batch, kv_heads, kv_len, d) — torch SDPA's
+    order; "blhd": (batch, len, heads, d) — flash-attn's order; any strides with a unit last one.
+    q_heads % kv_heads == 0 (GQA/MQA). ``scale`` defaults to 1/sqrt(d). ``causal`` is aligned to
+    the bottom-right when q_len != kv_len; ``window=(left, right)`` limits key j of query i to
+    i + kv_len − q_len − left <= j <= i + kv_len − q_len + right (None: unbounded). A row that
+    sees no key gives zeros and lse −inf. Returns out (q's layout and dtype) or (out, lse) with
+    ``return_lse``; lse is (batch, q_heads, q_len) f32, natural log. CPU: f32/bf16; CUDA: bf16/f16.
+    """
+    left, right = _window(window)
+    if layout not in ("bhld", "blhd"):
+        raise Error(f"sixfold.attention: argument 'layout': expected 'bhld' or 'blhd', got {layout!r}")
+    if out is None:
+        out = _empty(q, tuple(q.shape))
+    if return_lse and lse is None and len(q.shape) == 4:
+        b, h, lq = (q.shape[0], q.shape[2], q.shape[1]) if layout == "blhd" else tuple(q.shape[:3])
+        lse = _empty_attn_f32(q, (int(b), int(h), int(lq)))
+    args = (q, k, v, out) if layout == "bhld" else tuple(_swap_seq_heads(t) for t in (q, k, v, out))
+    _C.attention(*args, lse, float(scale or 0.0), bool(causal), left, right, _stream(q, stream))
+    return (out, lse) if return_lse else out
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False, scale=None,
+                     window=(None, None), return_lse: bool = False, out=None, lse=None, stream=None):
+    """attention over sequences packed without padding: q (total_q, q_heads, d), k/v (total_k,
+    kv_heads, d), cu_seqlens_q/_k int32 (batch + 1) cumulative offsets from 0; each sequence
+    attends on its own (causal/window aligned per sequence). lse: (q_heads, total_q) f32."""
+    left, right = _window(window)
+    if out is None:
+        out = _empty(q, tuple(q.shape))
+    if return_lse and lse is None and len(q.shape) == 3:
+        lse = _empty_attn_f32(q, (int(q.shape[1]), int(q.shape[0])))
+    _C.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, float(scale or 0.0), bool(causal),
+                        left, right, _stream(q, stream))
+    return (out, lse) if return_lse else out
+
+
+def merge_attention_states(o1, lse1, o2, lse2, *, out=None, lse_out=None, stream=None):
+    """(o1, lse1) ⊕ (o2, lse2): two attentions over disjoint key sets → the attention over their
+    union (the online-softmax monoid). o (..., d) f32/bf16/f16, lse (...) f32; ``out`` may be o1
+    or o2 and ``lse_out`` lse1 or lse2 (in place). A side with lse −inf contributes nothing.
+    Returns (out, lse_out)."""
+    if out is None:
+        out = _empty(o1, tuple(o1.shape))
+    if lse_out is None:
+        lse_out = _empty_attn_f32(lse1, tuple(lse1.shape))
+    _C.merge_attention_states(o1, lse1, o2, lse2, out, lse_out, _stream(o1, stream))
+    return out, lse_out
+
+
+__all__ += ["attention", "attention_varlen", "merge_attention_states"]
