@@ -109,6 +109,7 @@ void expect_close(DType t, const std::vector<double>& got, const std::vector<dou
     for (std::int64_t i = 0; i < len; ++i) mx = std::max(mx, std::fabs(ref[std::size_t(r * len + i)]));
     for (std::int64_t i = 0; i < len; ++i) {
       const double want = round_to(t, ref[std::size_t(r * len + i)]), g = got[std::size_t(r * len + i)];
+      ASSERT_TRUE(std::isfinite(want)) << what << " row " << r << " t " << i << ": reference overflows the dtype";
       ASSERT_LE(std::fabs(g - want), rtol * (std::fabs(want) + mx) + 1e-30)
           << what << " row " << r << " t " << i << " got " << g << " want " << want;
     }
@@ -133,7 +134,9 @@ void run_case(const Case& c, Device dev) {
   Rows out(c.dtype, std::vector<double>(std::size_t(rows * L), NAN), rows, L, c.pad, dev);
   std::vector<double> a = draw(std::size_t(c.d * n), std::log(0.05), std::log(4.0));
   for (auto& v : a) v = -std::exp(v);
-  Param A(a, dev), D(draw(std::size_t(c.d), -1, 1), dev), bias(draw(std::size_t(c.d), -0.5, 0.5), dev);
+  // Without softplus Δ = delta + bias must stay positive, or exp(Δ·A) > 1 and the state explodes.
+  Param A(a, dev), D(draw(std::size_t(c.d), -1, 1), dev),
+      bias(draw(std::size_t(c.d), c.softplus ? -0.5 : 0.0, 0.5), dev);
   const std::int64_t bc_rows = B0 * g * n;
   Rows Bv(c.dtype, draw(std::size_t(bc_rows * L), -1, 1), bc_rows, L, c.pad, dev);
   Rows Cv(c.dtype, draw(std::size_t(bc_rows * L), -1, 1), bc_rows, L, c.pad, dev);

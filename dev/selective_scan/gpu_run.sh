@@ -2,7 +2,7 @@
 # dev/selective_scan/gpu_run.sh LOGDIR [TORCH_SHAPES] — everything the selective scan checks on a
 # Hopper GPU machine, in one go, most important first: build (build-gpu, only the scan's
 # targets), its C++ tests with the GPU required, the CLI bench rows (GPU), the launch-shape
-# sweep, compute-sanitizer memcheck on the small CUDA cases, then the Python extension, its
+# sweep, compute-sanitizer memcheck and racecheck on the small CUDA cases, then the Python extension, its
 # tests and the PyTorch peers (bench/torch_selective_scan.py --shapes TORCH_SHAPES, default 0).
 # Logs land in LOGDIR (7 files); a summary is printed last.
 set -uo pipefail
@@ -43,6 +43,11 @@ SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool 
   build-gpu/tests/test_selective_scan --gtest_filter='*Cuda*' >>"$out/checks.log" 2>&1
 echo "memcheck exit $?" | tee -a "$out/checks.log"
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/checks.log" | tail -3
+stamp "racecheck (small CUDA scan cases)"
+SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 \
+  build-gpu/tests/test_selective_scan --gtest_filter='*Cuda*MatchesReference' >>"$out/checks.log" 2>&1
+echo "racecheck exit $?" | tee -a "$out/checks.log"
+grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$out/checks.log" | tail -2
 
 stamp "python extension + pytest + torch peers"
 pkg=/tmp/sixfold-pkg

@@ -121,23 +121,75 @@ struct Shape {
 };
 
 // ---- the fused scan --------------------------------------------------------------------------
-// Shared memory: carry[2][n][Cw] f32 (incoming state of the chunk, double-buffered), then
-// totals[2][W][S][Cw] Map (warp totals of a state group, double-buffered).
+// Shared memory (f32 words): carry[2][n][Cw] (incoming state of the chunk, double-buffered),
+// totals[2][W][S][Cw] Map (warp totals of a state group, double-buffered), tiles[3][2][S][P·K]
+// (B and C of one state group over one chunk, triple-buffered: the block loads the next group's
+// tile into registers while it computes this one, and stores it before this round's barrier —
+// the global-load latency hides behind a round of exponentials).
+struct SmemLayout {
+  int carry, totals, tiles, words;
+  __host__ __device__ SmemLayout(int n, int cw, int warps, int chunk) {
+    carry = 0;
+    totals = 2 * n * cw;
+    tiles = totals + 2 * warps * ScanTraits::kStates * cw * 2;
+    words = tiles + 3 * 2 * ScanTraits::kStates * chunk;
+  }
+};
+
+template <class T, bool kVarB, bool kVarC>
+struct TileLoader {
+  static constexpr int S = ScanTraits::kStates;
+  static constexpr int kRegs = S * ScanTraits::kItems / 8;  // per thread and matrix, Cw ≥ 8
+  float b[kRegs], c[kRegs];
+  // Round (chunk t0, states s0..s0+S−1) of B and C: element i = j·chunk + t of the (S, chunk) tile.
+  __device__ __forceinline__ void load(const T* B_rows, std::int64_t b_s, const T* C_rows, std::int64_t c_s,
+                                       std::int64_t t0, int s0, int n, std::int64_t len, int chunk) {
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) {
+      const int i = threadIdx.x + r * blockDim.x;
+      const int j = i / chunk, t = i - j * chunk, s = min(s0 + j, n - 1);
+      const bool ok = j < S && t0 + t < len;
+      if constexpr (kVarB) b[r] = ok ? to_f32(B_rows[s * b_s + t0 + t]) : 0.0f;
+      if constexpr (kVarC) c[r] = ok ? to_f32(C_rows[s * c_s + t0 + t]) : 0.0f;
+    }
+  }
+  __device__ __forceinline__ void store(float* tile, int chunk) const {  // tile: (2, S, chunk)
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) {
+      const int i = threadIdx.x + r * blockDim.x;
+      if (i >= S * chunk) continue;
+      if constexpr (kVarB) tile[i] = b[r];
+      if constexpr (kVarC) tile[S * chunk + i] = c[r];
+    }
+  }
+};
+
+template <int K>
+__device__ __forceinline__ void read_tile(const float* p, float (&v)[K]) {  // 16-byte aligned
+#pragma unroll
+  for (int i = 0; i < K / 4; ++i) {
+    const float4 q = reinterpret_cast<const float4*>(p)[i];
+    v[4 * i] = q.x; v[4 * i + 1] = q.y; v[4 * i + 2] = q.z; v[4 * i + 3] = q.w;
+  }
+}
+
 template <class T, bool kVarB, bool kVarC>
 __global__ void __launch_bounds__(ScanTraits::kMaxThreads, 2)
 selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
   constexpr int K = ScanTraits::kItems, S = ScanTraits::kStates;
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ float smem[];
-  const int n = int(a.n), cw = sh.cw;
-  float* carry = smem;                                                  // (2, n, Cw)
-  Map* totals = reinterpret_cast<Map*>(smem + 2 * n * cw);              // (2, W, S, Cw)
+  const int n = int(a.n), cw = sh.cw, chunk_len = sh.chunk;
+  const SmemLayout lay(n, cw, sh.warps, chunk_len);
+  float* carry = smem + lay.carry;                                      // (2, n, Cw)
+  Map* totals = reinterpret_cast<Map*>(smem + lay.totals);              // (2, W, S, Cw)
+  float* tiles = smem + lay.tiles;                                      // (3, 2, S, chunk)
   const algebra::Affine<float> affine;
 
   const std::int64_t b = blockIdx.x / channel_blocks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int ch = lane % cw, seg = warp * (32 / cw) + lane / cw;
-  const std::int64_t c = std::int64_t(blockIdx.x % channel_blocks) * cw + ch;
+  const std::int64_t c0 = std::int64_t(blockIdx.x % channel_blocks) * cw, c = c0 + ch;
   const bool active = c < a.d;
   const std::int64_t cc = active ? c : a.d - 1;  // inactive lanes shadow a valid channel
   const bool last_seg = seg == sh.segs - 1;
@@ -146,34 +198,43 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
     start = a.cu_seqlens[b];
     len = a.cu_seqlens[b + 1] - start;
   }
-  const std::int64_t g = cc / (a.d / a.groups);
-
-  // Incoming state of the first chunk.
-  for (int i = threadIdx.x; i < n * cw; i += blockDim.x) {
-    const std::int64_t ci = std::int64_t(blockIdx.x % channel_blocks) * cw + i % cw;
-    carry[i] = (a.initial_state && ci < a.d) ? a.initial_state[(b * a.d + ci) * n + i / cw] : 0.0f;
-  }
-  if (len == 0 && a.final_state && threadIdx.x < cw && active)
-    for (int s = 0; s < n; ++s) a.final_state[(b * a.d + c) * n + s] = a.initial_state ? a.initial_state[(b * a.d + c) * n + s] : 0.0f;
-  __syncthreads();
+  const std::int64_t per_group = a.d / a.groups, g = cc / per_group;
+  // B/C tiles are shared by the block's channels: only when they all read one group.
+  const std::int64_t g0 = c0 / per_group;
 
   const T* u_row = static_cast<const T*>(a.u) + b * a.u_stride[0] + cc * a.u_stride[1] + start;
   const T* dt_row = static_cast<const T*>(a.delta) + b * a.delta_stride[0] + cc * a.delta_stride[1] + start;
   const T* z_row = a.z ? static_cast<const T*>(a.z) + b * a.z_stride[0] + cc * a.z_stride[1] + start : nullptr;
   T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + cc * a.out_stride[1] + start;
-  const T* B_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start : nullptr;
-  const T* C_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start : nullptr;
+  const T* B_tile_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g0 * a.B_stride[1] + start : nullptr;
+  const T* C_tile_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g0 * a.C_stride[1] + start : nullptr;
+  const bool shared_tile = (c0 + cw <= a.d ? c0 + cw - 1 : a.d - 1) / per_group == g0;
   const float* A_row = a.A + cc * n;
   const float* Bfix = kVarB ? nullptr : static_cast<const float*>(a.B) + cc * n;
   const float* Cfix = kVarC ? nullptr : static_cast<const float*>(a.C) + cc * n;
   const float bias = a.delta_bias ? a.delta_bias[cc] : 0.0f;
   const float Dv = a.D ? a.D[cc] : 0.0f;
 
-  int round = 0;  // state-group rounds so far: parity selects the totals buffer
-  for (std::int64_t t0 = 0, chunk = 0; t0 < len; t0 += sh.chunk, ++chunk) {
+  // Incoming state of the first chunk; the first round's B/C tile.
+  for (int i = threadIdx.x; i < n * cw; i += blockDim.x) {
+    const std::int64_t ci = c0 + i % cw;
+    carry[i] = (a.initial_state && ci < a.d) ? a.initial_state[(b * a.d + ci) * n + i / cw] : 0.0f;
+  }
+  if (len == 0 && a.final_state && threadIdx.x < cw && active)
+    for (int s = 0; s < n; ++s)
+      a.final_state[(b * a.d + c) * n + s] = a.initial_state ? a.initial_state[(b * a.d + c) * n + s] : 0.0f;
+  TileLoader<T, kVarB, kVarC> next;
+  if constexpr (kVarB || kVarC) {
+    next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], 0, 0, n, len, chunk_len);
+    next.store(tiles, chunk_len);
+  }
+  __syncthreads();
+
+  int round = 0;  // state-group rounds so far: selects the totals (mod 2) and tile (mod 3) buffers
+  for (std::int64_t t0 = 0, chunk = 0; t0 < len; t0 += chunk_len, ++chunk) {
     const std::int64_t ti = t0 + std::int64_t(seg) * K;  // this thread's first step
     const int valid = int(std::clamp<std::int64_t>(len - ti, 0, K));
-    const bool last_chunk = t0 + sh.chunk >= len;
+    const bool last_chunk = t0 + chunk_len >= len;
     float dt[K], du[K], y[K];
     {
       float u[K];
@@ -193,6 +254,15 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
     float* carry_out = carry + ((chunk + 1) & 1) * n * cw;
     for (int s0 = 0; s0 < n; s0 += S, ++round) {
       Map* tot = totals + (round & 1) * sh.warps * S * cw;
+      const float* tile = tiles + (round % 3) * 2 * S * chunk_len;
+      // Prefetch the next round's tile (next state group, or the next chunk's first).
+      if constexpr (kVarB || kVarC) {
+        const bool more_states = s0 + S < n;
+        const std::int64_t nt0 = more_states ? t0 : t0 + chunk_len;
+        if (nt0 < len)
+          next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], nt0, more_states ? s0 + S : 0, n, len,
+                    chunk_len);
+      }
       float av[S][K], bv[S][K];
       Map incl[S];
 #pragma unroll
@@ -200,7 +270,10 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         const int s = min(s0 + j, n - 1);  // a tail state repeats the last (its results unused)
         const float A2 = A_row[s];
         float Bk[K];
-        if constexpr (kVarB) load_items<T, K>(B_rows + s * a.B_stride[2] + ti, valid, Bk, 0.0f);
+        if constexpr (kVarB) {
+          if (shared_tile) read_tile<K>(tile + j * chunk_len + seg * K, Bk);
+          else load_items<T, K>(B_tile_rows + (g - g0) * a.B_stride[1] + s * a.B_stride[2] + ti, valid, Bk, 0.0f);
+        }
         Map m = affine.identity();
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -216,6 +289,7 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         incl[j] = m;
         if (lane >= 32 - cw) tot[(warp * S + j) * cw + ch] = m;
       }
+      if constexpr (kVarB || kVarC) next.store(tiles + ((round + 1) % 3) * 2 * S * chunk_len, chunk_len);
       __syncthreads();
 #pragma unroll
       for (int j = 0; j < S; ++j) {
@@ -229,7 +303,10 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         if (lane < cw) excl = affine.identity();
         h = excl.a * h + excl.b;
         float Ck[K];
-        if constexpr (kVarC) load_items<T, K>(C_rows + s * a.C_stride[2] + ti, valid, Ck, 0.0f);
+        if constexpr (kVarC) {
+          if (shared_tile) read_tile<K>(tile + (S + j) * chunk_len + seg * K, Ck);
+          else load_items<T, K>(C_tile_rows + (g - g0) * a.C_stride[1] + s * a.C_stride[2] + ti, valid, Ck, 0.0f);
+        }
         const bool real = s0 + j < n;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -254,13 +331,29 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
 }
 
 // ---- one decoding step -------------------------------------------------------------------------
-// 8 lanes per (batch, channel) row, each over states lane, lane + 8, …; y reduced by shuffles.
-constexpr int kStepLanes = 8;
+// kLanes lanes per (batch, channel) row, each over packs of kVec consecutive states (kVec = 4:
+// 16-byte state and A accesses, when n % 4 == 0 and the rows are aligned); y reduced by shuffles.
+template <class T, int kVec>
+__device__ __forceinline__ void load_pack(const T* p, float (&v)[kVec]) {
+  if constexpr (kVec == 4 && sizeof(T) == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+  } else if constexpr (kVec == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    T e[4];
+    memcpy(e, &raw, 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = to_f32(e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) v[i] = to_f32(p[i]);
+  }
+}
 
-template <class T>
+template <class T, int kLanes, int kVec>
 __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateArgs a) {
-  const std::int64_t row = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kStepLanes;
-  const int l = threadIdx.x % kStepLanes;
+  const std::int64_t row = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
+  const int l = threadIdx.x % kLanes;
   const bool ok = row < a.batch * a.d;
   const std::int64_t r = ok ? row : 0, b = r / a.d, c = r % a.d, g = c / (a.d / a.groups);
   const int n = int(a.n);
@@ -275,13 +368,22 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
   const float dtl = dt * 1.4426950408889634f, dx = dt * x;
   float y = 0.0f;
   if (ok)
-    for (int s = l; s < n; s += kStepLanes) {
-      const float hv = ex2(dtl * A[s]) * h[s] + dx * to_f32(Bp[s]);
-      h[s] = hv;
-      y += hv * to_f32(Cp[s]);
+    for (int s = l * kVec; s < n; s += kLanes * kVec) {
+      float hv[kVec], Av[kVec], Bv[kVec], Cv[kVec];
+      load_pack<float, kVec>(h + s, hv);
+      load_pack<float, kVec>(A + s, Av);
+      load_pack<T, kVec>(Bp + s, Bv);
+      load_pack<T, kVec>(Cp + s, Cv);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        hv[i] = ex2(dtl * Av[i]) * hv[i] + dx * Bv[i];
+        y += hv[i] * Cv[i];
+      }
+      if constexpr (kVec == 4) *reinterpret_cast<float4*>(h + s) = make_float4(hv[0], hv[1], hv[2], hv[3]);
+      else h[s] = hv[0];
     }
 #pragma unroll
-  for (int off = 1; off < kStepLanes; off <<= 1) y += __shfl_xor_sync(0xffffffffu, y, off);
+  for (int off = 1; off < kLanes; off <<= 1) y += __shfl_xor_sync(0xffffffffu, y, off);
   if (!ok || l != 0) return;
   if (a.D) y += a.D[c] * x;
   if (a.z) {
@@ -307,8 +409,8 @@ class DeviceGuard {
 };
 
 std::size_t smem_bytes(int n, int cw, int warps) {
-  return std::size_t(2 * n * cw) * sizeof(float) +
-         std::size_t(2 * warps * ScanTraits::kStates * cw) * sizeof(Map);
+  const int chunk = warps * (32 / cw) * ScanTraits::kItems;
+  return std::size_t(SmemLayout(n, cw, warps, chunk).words) * sizeof(float);
 }
 
 int sm_count(int device) {
@@ -326,10 +428,15 @@ int sm_count(int device) {
 SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, SelectiveScanLaunch l) {
   if (!l.warps) l.warps = 4;
   if (!l.channels_per_warp) {
-    const std::int64_t want = 4 * std::int64_t(sm_count(device));
+    // Blocks whose channels share one B/C group read B and C through shared tiles; the others
+    // load them per thread, so prefer widths that divide the group.
+    const std::int64_t want = 4 * std::int64_t(sm_count(device)), per_group = a.d / a.groups;
     l.channels_per_warp = 8;
     for (int cw : {32, 16}) {
-      if (a.batch * ((a.d + cw - 1) / cw) >= want) { l.channels_per_warp = cw; break; }
+      if (a.batch * ((a.d + cw - 1) / cw) >= want && (per_group % cw == 0 || per_group % 8 != 0)) {
+        l.channels_per_warp = cw;
+        break;
+      }
     }
   }
   while (l.channels_per_warp > 8 && smem_bytes(int(a.n), l.channels_per_warp, l.warps) > 48 * 1024)
@@ -387,15 +494,32 @@ void selective_scan_cuda(const SelectiveScanArgs& a, int device, Stream stream) 
   selective_scan_cuda_launch(a, device, stream, {});
 }
 
+namespace {
+
+template <class T>
+void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
+  // Packs of 4 states when every row of state, A, B and C starts 4 states apart and aligned.
+  const auto al = [](const void* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  const int pack = 4 * int(sizeof(T));
+  const bool vec = a.n % 4 == 0 && al(a.state, 16) && al(a.A, 16) && al(a.B, pack) && al(a.C, pack) &&
+                   a.B_stride[0] % 4 == 0 && a.B_stride[1] % 4 == 0 && a.C_stride[0] % 4 == 0 &&
+                   a.C_stride[1] % 4 == 0;
+  const int lanes = vec ? 4 : 8;
+  const std::int64_t threads = a.batch * a.d * lanes;
+  const unsigned blocks = unsigned((threads + 255) / 256);
+  if (vec) selective_state_update_rows<T, 4, 4><<<blocks, 256, 0, s>>>(a);
+  else selective_state_update_rows<T, 8, 1><<<blocks, 256, 0, s>>>(a);
+}
+
+}  // namespace
+
 void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream stream) {
   DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream.handle);
-  const std::int64_t threads = a.batch * a.d * kStepLanes;
-  const unsigned blocks = unsigned((threads + 255) / 256);
   switch (a.dtype) {
-    case DType::f32: selective_state_update_rows<float><<<blocks, 256, 0, s>>>(a); break;
-    case DType::bf16: selective_state_update_rows<__nv_bfloat16><<<blocks, 256, 0, s>>>(a); break;
-    case DType::f16: selective_state_update_rows<__half><<<blocks, 256, 0, s>>>(a); break;
+    case DType::f32: launch_step<float>(a, s); break;
+    case DType::bf16: launch_step<__nv_bfloat16>(a, s); break;
+    case DType::f16: launch_step<__half>(a, s); break;
     default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
   }
   check_cuda(cudaGetLastError(), kWhere);
