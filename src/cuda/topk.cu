@@ -7,24 +7,31 @@
 // above it is selected, everything below it rejected, without ordering either). Ties at the
 // k-th key go to the lowest indices, so the selected set is deterministic.
 //
-// One long row (topk_radix_select): digits of 12, 12, 8 bits (f64: 12×5 + 4).
-//   pass 1  histogram of the top digit over the input (16-byte loads, shared-memory histograms
-//           merged into global counters)
-//   pass 2  elements above the k-th bucket are written out; those in it are compacted into a
-//           candidate buffer (warp-aggregated appends)
-//   then the remaining digits are resolved over the candidates only (typically ≪ 1% of n), and
-//   the lowest indices among exact ties are taken by bisection in one block.
-//   If the k-th bucket holds more than the candidate buffer (adversarial data: all equal, few
-//   distinct values), the remaining digits are resolved by histograms over the input, and a last
-//   ordered pass (per-block tie counts, their exclusive scan, block-scanned ranks) takes the
-//   lowest-index ties. Every kernel reads the selection state from device memory and skips its
-//   work when the state says so: no host synchronization, the whole call is stream-ordered.
-// Batched rows (topk_rows_block): one block per row does the same digit loop with a shared-
-//   memory histogram, re-reading the row (from L2 after the first pass), then one ordered pass
-//   selects with block-scanned ranks (index order) and, for k ≤ 1024, sorts in shared memory
-//   (bitonic, key descending then index ascending).
-// Sorted output: the selected (key, index) pairs are sorted with CUB's stable radix sort (index
-// ascending, then key descending), then values are gathered from x (exact bits).
+// One long row:
+//   sample   2048 runs of 128 keys: a histogram of their top 16 bits gives the bucket where the
+//            sampled count from the top reaches want ≈ 1.5·(expected sampled keys among the top
+//            k) + 4σ + 8; thr = the least sampled key in that bucket (a real key, so ties at thr
+//            are caught exactly)
+//   one pass over the input (16-byte loads, segments per block in index order): keys above thr
+//            are compacted into candidates (warp-aggregated appends), keys equal to thr counted
+//            per block; the last block chooses the path:
+//     kCand  ≥ k candidates: radix selection continues on them only (digits 12/12/8, f64 12×5+4:
+//            histogram, bucket of the k-th, compaction), lowest indices among exact ties by
+//            bisection in one block
+//     kTies  fewer than k above thr but enough ties: all candidates + the first ties in index
+//            order (per-block counts, their scan, block-scanned ranks)
+//     kFull  the sample misled: digit histograms over the input, compaction of the k-th bucket
+//            (or, when it does not fit, further digit passes and an ordered tie pass)
+//   The host reads the chosen path (one stream synchronization) and launches only that path;
+//   under CUDA-graph capture every path is launched and the others skip on the device.
+// Batched rows: one block per row. topk_rows_sampled takes the want-th best of 1024 sampled keys
+//   as thr, appends every key >= thr in one read of the row to a shared-memory list and sorts it
+//   (bitonic); rows where that guess fails are redone by topk_rows_block: digit histograms in
+//   shared memory, the first digit's bucket (and above) compacted in index order, the later
+//   digits on that list, then an ordered selection (block-scanned ranks) and, for k <= 1024, a
+//   bitonic sort in shared memory.
+// Sorted output of the long-row path: the selected (key, index) pairs are sorted with CUB's
+// stable radix sort (index ascending, then key descending), then values are gathered from x.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -34,7 +41,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 #include <type_traits>
 
 #include "../ops/topk_entries.hpp"
@@ -108,7 +117,18 @@ struct SelectState {
   int overflow;         // the first bucket did not fit the candidate buffer
   int done;             // every element matching prefix is selected: no more digits needed
   int done_level;       // the digit at which `done` was set
+  int mode;             // kFull, kCand or kTies: what the threshold pass left to do
+  int thr_bucket;       // the sample's 16-bit bucket holding the threshold (-1: none)
+  Key thr;              // threshold key from the sample
+  u64 eq_total;         // elements equal to thr
+  u32 blocks_done;      // threshold-pass blocks finished (the last one chooses the mode)
 };
+
+// What the threshold pass leaves: kCand — at least k candidates above thr, all compacted
+// (radix selection continues on them); kTies — fewer than k above thr, the rest are the first
+// ties at thr in index order; kFull — the sample misled (or too many candidates): the digit
+// passes over the input.
+constexpr int kFull = 0, kCand = 1, kTies = 2;
 
 template <class T, class Key>
 struct RowArgs {
@@ -123,6 +143,8 @@ struct RowArgs {
   std::int64_t* cand_idx[2];
   u64 cap;
   u64* block_ties;          // (tie blocks) for the overflow path
+  u64* block_eq;            // (threshold blocks) elements equal to thr per block
+  u32* hist16;              // (65536) sample histogram of the top 16 bits
 };
 
 template <class T> struct Vec {
@@ -168,7 +190,7 @@ template <class T, class Key>
 __global__ void __launch_bounds__(1024) hist_input(RowArgs<T, Key> a, int level) {
   __shared__ u32 h[kMaxBins];
   const SelectState<Key> s = *a.st;
-  if (s.done || (level > 0 && !s.overflow)) return;
+  if (s.mode != kFull || s.done || (level > 0 && !s.overflow)) return;
   const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
   for (int i = threadIdx.x; i < bins; i += blockDim.x) h[i] = 0;
   __syncthreads();
@@ -187,7 +209,7 @@ template <class T, class Key>
 __global__ void __launch_bounds__(1024) hist_cand(RowArgs<T, Key> a, int level) {
   __shared__ u32 h[kMaxBins];
   const SelectState<Key> s = *a.st;
-  if (s.done || s.overflow) return;
+  if (s.done || s.overflow || s.mode == kTies || (s.mode == kFull && level == 0)) return;
   const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
   const int src = (level - 1) & 1;
   const u64 m = s.cand_count[src];
@@ -210,7 +232,7 @@ __global__ void __launch_bounds__(1024) pick_bucket(SelectState<Key>* st, u64* h
   using Scan = cub::BlockScan<u64, kThreads>;
   __shared__ typename Scan::TempStorage scan;
   SelectState<Key> s = *st;
-  if (s.done || (level > 0 && !s.overflow && s.cand_count[(level - 1) & 1] == 0)) return;
+  if (s.mode == kTies || s.done) return;
   const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
   const int per = (bins + kThreads - 1) / kThreads;  // bins per thread, from the top
   const int t = threadIdx.x;
@@ -240,6 +262,7 @@ __global__ void __launch_bounds__(1024) pick_bucket(SelectState<Key>* st, u64* h
 template <class T, class Key>
 __global__ void __launch_bounds__(512) filter_input(RowArgs<T, Key> a) {
   const SelectState<Key> s = *a.st;
+  if (s.mode != kFull) return;
   constexpr int W = Vec<T>::kWidth;
   auto visit = [&](T v, std::int64_t i, bool valid) {
     const Key key = order_key(v) ^ a.flip;
@@ -280,7 +303,7 @@ __global__ void __launch_bounds__(512) filter_input(RowArgs<T, Key> a) {
 template <class T, class Key>
 __global__ void __launch_bounds__(512) filter_cand(RowArgs<T, Key> a, int level) {
   const SelectState<Key> s = *a.st;
-  if (s.overflow) return;
+  if (s.overflow || s.mode == kTies || (s.mode == kFull && level == 0)) return;
   const int src = (level - 1) & 1, dst = level & 1;
   if (s.done && s.done_level != level) return;  // finished at an earlier digit
   const u64 m = s.cand_count[src];
@@ -309,7 +332,7 @@ __global__ void __launch_bounds__(1024) take_tied_candidates(RowArgs<T, Key> a) 
   __shared__ typename Reduce::TempStorage red;
   __shared__ u64 total;
   const SelectState<Key> s = *a.st;
-  if (s.done || s.overflow) return;
+  if (s.done || s.overflow || s.mode == kTies) return;
   constexpr int last = kLevels<Key> - 1;
   const int src = last & 1;
   const u64 m = s.cand_count[src];
@@ -331,6 +354,194 @@ __global__ void __launch_bounds__(1024) take_tied_candidates(RowArgs<T, Key> a) 
     const bool take = i < m && ci[i] < hi;
     const u64 o = warp_append(take, &a.st->out_count);
     if (take) { a.out_key[o] = ck[i]; a.out_idx[o] = ci[i]; }
+  }
+}
+
+// ---- the threshold pass: one read of the input when a sample predicts the k-th key ------------
+// The sample: kSampleChunks runs of 128 contiguous elements spread evenly over the row (all of
+// it when the row is shorter).
+constexpr int kSampleChunks = 2048, kSampleRun = 128;
+
+template <class Key> __host__ __device__ constexpr int top16_shift() { return int(sizeof(Key)) * 8 - 16; }
+
+template <class T, class Key>
+__global__ void __launch_bounds__(kSampleRun) sample_hist(RowArgs<T, Key> a, std::int64_t step, int chunks,
+                                                          u64 k) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // a fresh selection state for this row
+    SelectState<Key> s{};
+    s.k_rem = k;
+    s.thr_bucket = -1;
+    s.thr = ~Key(0);
+    *a.st = s;
+  }
+  for (int c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const std::int64_t i = std::int64_t(c) * step + threadIdx.x;
+    if (i < a.n) atomicAdd(&a.hist16[u32((order_key(a.x[i]) ^ a.flip) >> top16_shift<Key>())], 1u);
+  }
+}
+
+// One block: the 16-bit bucket where the sample's count from the top reaches `want` (clearing
+// the histogram), then thr = the least sampled key in that bucket (0 when the sample has fewer
+// than `want` keys): at least `want` sampled keys are >= thr, and a thr that is a real key
+// catches ties exactly.
+template <class T, class Key>
+__global__ void __launch_bounds__(1024) pick_threshold(RowArgs<T, Key> a, u64 want, std::int64_t step,
+                                                       int chunks) {
+  using Scan = cub::BlockScan<u64, 1024>;
+  using Reduce = cub::BlockReduce<Key, 1024>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ typename Reduce::TempStorage red;
+  __shared__ int bucket;
+  constexpr int kPer = 65536 / 1024;
+  u32* hist16 = a.hist16;
+  const int t = threadIdx.x;
+  if (t == 0) bucket = -1;
+  u64 sum = 0;
+  for (int j = 0; j < kPer; ++j) sum += hist16[65535 - (t * kPer + j)];
+  u64 above = 0;
+  Scan(scan).ExclusiveSum(sum, above);
+  if (above < want && want <= above + sum) {
+    int j = 0;
+    while (above + hist16[65535 - (t * kPer + j)] < want) above += hist16[65535 - (t * kPer + j++)];
+    bucket = 65535 - (t * kPer + j);
+  }
+  __syncthreads();
+  for (int j = 0; j < kPer; ++j) hist16[t * kPer + j] = 0;
+  const int b = bucket;
+  Key m = ~Key(0);
+  if (b >= 0)
+    for (std::int64_t e = t; e < std::int64_t(chunks) * kSampleRun; e += 1024) {
+      const std::int64_t i = (e / kSampleRun) * step + e % kSampleRun;
+      if (i < a.n) {
+        const Key key = order_key(a.x[i]) ^ a.flip;
+        if (int(key >> top16_shift<Key>()) == b && key < m) m = key;
+      }
+    }
+  m = Reduce(red).Reduce(m, [](Key x, Key y) { return x < y ? x : y; });
+  if (t == 0) {
+    a.st->thr_bucket = b;
+    a.st->thr = b >= 0 ? m : Key(0);
+  }
+}
+
+// Block b reads its segment [b·seg, (b+1)·seg) once: keys above thr are compacted into
+// candidates (buffer 1), keys equal to thr are counted (per block, for the ordered ties).
+template <class T, class Key>
+__global__ void __launch_bounds__(512) thresh_pass(RowArgs<T, Key> a, std::int64_t seg, u64 k) {
+  using Reduce = cub::BlockReduce<u64, 512>;
+  __shared__ typename Reduce::TempStorage red;
+  const Key thr = a.st->thr;
+  const std::int64_t lo = std::int64_t(blockIdx.x) * seg, hi = std::min(a.n, lo + seg);
+  u64 eq = 0;
+  auto visit = [&](T v, std::int64_t i, bool valid) {
+    const Key key = order_key(v) ^ a.flip;
+    const bool above = valid && key > thr;
+    eq += valid && key == thr;
+    const u64 c = warp_append(above, &a.st->cand_count[1]);
+    if (above && c < a.cap) { a.cand_key[1][c] = key; a.cand_idx[1][c] = i; }
+  };
+  constexpr int W = Vec<T>::kWidth;
+  const bool vec = (reinterpret_cast<std::uintptr_t>(a.x + lo) & 15) == 0;
+  if (vec) {
+    const uint4* xv = reinterpret_cast<const uint4*>(a.x + lo);
+    const std::int64_t nv = (hi - lo) / W, tile = blockDim.x;
+    std::int64_t b = 0;
+    for (; b + tile < nv; b += 2 * tile) {  // two 16-byte loads in flight per thread
+      const std::int64_t i0 = b + threadIdx.x, i1 = i0 + tile;
+      Vec<T> e0, e1;
+      e0.raw = __ldg(xv + i0);
+      const bool ok1 = i1 < nv;
+      e1.raw = ok1 ? __ldg(xv + i1) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < W; ++j) visit(e0[j], lo + i0 * W + j, true);
+#pragma unroll
+      for (int j = 0; j < W; ++j) visit(e1[j], lo + i1 * W + j, ok1);
+    }
+    for (; b < nv; b += tile) {
+      const std::int64_t i0 = b + threadIdx.x;
+      Vec<T> e0;
+      e0.raw = i0 < nv ? __ldg(xv + i0) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < W; ++j) visit(e0[j], lo + i0 * W + j, i0 < nv);
+    }
+    for (std::int64_t base = lo + nv * W; base < hi; base += blockDim.x) {
+      const std::int64_t i = base + threadIdx.x;
+      visit(i < hi ? a.x[i] : T{}, i, i < hi);
+    }
+  } else {
+    for (std::int64_t base = lo; base < hi; base += blockDim.x) {
+      const std::int64_t i = base + threadIdx.x;
+      visit(i < hi ? a.x[i] : T{}, i, i < hi);
+    }
+  }
+  eq = Reduce(red).Sum(eq);
+  if (threadIdx.x == 0) {
+    a.block_eq[blockIdx.x] = eq;
+    if (eq) atomicAdd(&a.st->eq_total, eq);
+    __threadfence();
+    if (atomicAdd(&a.st->blocks_done, 1u) == gridDim.x - 1) {  // the last block: choose the mode
+      __threadfence();
+      SelectState<Key>* st = a.st;
+      const u64 g = atomicAdd(&st->cand_count[1], 0ull), e = atomicAdd(&st->eq_total, 0ull);
+      if (g <= a.cap && g >= k) st->mode = kCand;
+      else if (g <= a.cap && g + e >= k) { st->mode = kTies; st->k_rem = k - g; }
+      else st->mode = kFull;
+    }
+  }
+}
+
+// kTies: exclusive scan of the per-block tie counts (one block).
+template <class Key>
+__global__ void __launch_bounds__(1024) ties_scan(const SelectState<Key>* st, u64* counts, int blocks) {
+  using Scan = cub::BlockScan<u64, 1024>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ u64 carry;
+  if (st->mode != kTies) return;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < blocks; base += 1024) {
+    const int i = base + threadIdx.x;
+    const u64 v = i < blocks ? counts[i] : 0;
+    u64 ex = 0, agg = 0;
+    Scan(scan).ExclusiveSum(v, ex, agg);
+    if (i < blocks) counts[i] = carry + ex;
+    __syncthreads();
+    if (threadIdx.x == 0) carry += agg;
+    __syncthreads();
+  }
+}
+
+// kTies: out[0, g) = the candidates above thr; out[g + r] = the r-th tie in index order, r < k_rem.
+// Blocks whose first tie rank is already >= k_rem return at once.
+template <class T, class Key>
+__global__ void __launch_bounds__(512) ties_select(RowArgs<T, Key> a, std::int64_t seg) {
+  using Scan = cub::BlockScan<u64, 512>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ u64 carry;
+  const SelectState<Key> s = *a.st;
+  if (s.mode != kTies) return;
+  const u64 g = s.cand_count[1];
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < g; i += u64(gridDim.x) * blockDim.x) {
+    a.out_key[i] = a.cand_key[1][i];
+    a.out_idx[i] = a.cand_idx[1][i];
+  }
+  const u64 base_rank = a.block_eq[blockIdx.x];
+  if (base_rank >= s.k_rem) return;
+  const std::int64_t lo = std::int64_t(blockIdx.x) * seg, hi = std::min(a.n, lo + seg);
+  if (threadIdx.x == 0) carry = base_rank;
+  __syncthreads();
+  for (std::int64_t base = lo; base < hi; base += blockDim.x) {
+    if (carry >= s.k_rem) break;  // uniform: read after a barrier
+    const std::int64_t i = base + threadIdx.x;
+    const Key key = i < hi ? (order_key(a.x[i]) ^ a.flip) : Key(0);
+    const bool tie = i < hi && key == s.thr;
+    u64 rank = 0, count = 0;
+    Scan(scan).ExclusiveSum(u64(tie), rank, count);
+    const u64 r = carry + rank;
+    if (tie && r < s.k_rem) { a.out_key[g + r] = key; a.out_idx[g + r] = i; }
+    __syncthreads();
+    if (threadIdx.x == 0) carry += count;
+    __syncthreads();
   }
 }
 
@@ -405,13 +616,6 @@ __global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a,
   }
 }
 
-template <class Key>
-__global__ void init_state(SelectState<Key>* st, u64 k) {
-  SelectState<Key> s{};
-  s.k_rem = k;
-  *st = s;
-}
-
 // values[j] = x[idx[j]], indices[j] = idx[j] for each row's k results.
 template <class T>
 __global__ void gather(const T* x, std::int64_t x_stride, const std::int64_t* idx, std::int64_t k,
@@ -437,6 +641,13 @@ int sm_count() {
   check_cuda(cudaGetDevice(&device), kWhere);
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
   return sms;
+}
+
+// A page-locked word per host thread, for reading the path a selection took.
+int* pinned_word() {
+  thread_local int* word = nullptr;
+  if (!word) check_cuda(cudaMallocHost(&word, sizeof(int)), kWhere);
+  return word;
 }
 
 // Carves aligned pieces out of one stream-ordered allocation.
@@ -479,6 +690,8 @@ struct PairSort {
 };
 
 // ---- batched rows: one block per row -----------------------------------------------------------
+template <int kThreads, class Key> __device__ void block_sort_pairs(Key* key, u32* idx, int m);
+
 constexpr int kRowThreads = 512;
 constexpr int kRowSmemK = 1024;  // k up to this is selected and sorted in shared memory
 
@@ -494,23 +707,34 @@ struct RowsBlockArgs {
   std::int64_t i_stride;
   Key* tmp_key;              // (rows, k) when k > kRowSmemK
   std::int64_t* tmp_idx;
+  const int* redo;           // when set, only rows with redo[row] != 0 are selected
 };
 
 template <class T, class Key>
 __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, Key> a) {
   using Scan = cub::BlockScan<u64, kRowThreads>;
+  // Candidates of the first digit's bucket (and above), compacted in index order.
+  constexpr int kListCap = sizeof(Key) == 4 ? 2048 : 1024;
   __shared__ u32 hist[kMaxBins];
   __shared__ typename Scan::TempStorage scan;
   __shared__ Key skey[kRowSmemK];
   __shared__ u32 sidx[kRowSmemK];
+  __shared__ Key lkey[kListCap];
+  __shared__ u32 lidx[kListCap];
   __shared__ Key s_prefix, s_mask;
-  __shared__ u32 s_krem;
+  __shared__ u32 s_krem, s_top;
   __shared__ int s_done;
   __shared__ u64 s_carry;
+  if (a.redo && !a.redo[blockIdx.x]) return;
   const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
   const u32 n = u32(a.n), t = threadIdx.x;
   if (t == 0) { s_prefix = 0; s_mask = 0; s_krem = u32(a.k); s_done = 0; }
   __syncthreads();
+  bool use_list = false;
+  u32 m = n;  // elements of the source: the row, or the list
+  // Key and index of source element i.
+  auto key_at = [&](u32 i) { return use_list ? lkey[i] : Key(order_key(x[i]) ^ a.flip); };
+  auto idx_at = [&](u32 i) { return use_list ? lidx[i] : i; };
   for (int level = 0; level < kLevels<Key>; ++level) {
     const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
     const Key prefix = s_prefix, mask = s_mask, dmask = Key(bins - 1);
@@ -518,16 +742,17 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
     __syncthreads();
     constexpr int kUnroll = 8;
     u32 i = t;
-    for (; i + (kUnroll - 1) * kRowThreads < n; i += kUnroll * kRowThreads) {
-      Key key[kUnroll];
+    if (!use_list)
+      for (; i + (kUnroll - 1) * kRowThreads < m; i += kUnroll * kRowThreads) {
+        Key key[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) key[u] = order_key(x[i + u * kRowThreads]) ^ a.flip;
+        for (int u = 0; u < kUnroll; ++u) key[u] = order_key(x[i + u * kRowThreads]) ^ a.flip;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if ((key[u] & mask) == prefix) atomicAdd(&hist[u32((key[u] >> shift) & dmask)], 1u);
-    }
-    for (; i < n; i += kRowThreads) {
-      const Key key = order_key(x[i]) ^ a.flip;
+        for (int u = 0; u < kUnroll; ++u)
+          if ((key[u] & mask) == prefix) atomicAdd(&hist[u32((key[u] >> shift) & dmask)], 1u);
+      }
+    for (; i < m; i += kRowThreads) {
+      const Key key = key_at(i);
       if ((key & mask) == prefix) atomicAdd(&hist[u32((key >> shift) & dmask)], 1u);
     }
     __syncthreads();
@@ -550,28 +775,61 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
       s_mask = mask | (dmask << shift);
       s_krem = u32(krem - above);
       s_done = c[j] == krem - above;
+      s_top = u32(a.k - krem + above + c[j]);  // elements with top digits >= the bucket's
     }
     __syncthreads();
     if (s_done) break;
+    if (level == 0 && s_top <= u32(kListCap)) {
+      // Compact every element at or above the bucket, in index order; the later digits and
+      // the selection then read the short list instead of the row.
+      const Key p0 = s_prefix, m0 = s_mask;
+      if (t == 0) s_carry = 0;
+      __syncthreads();
+      constexpr int kItems = 4;
+      for (u32 base = 0; base < n; base += kRowThreads * kItems) {
+        Key key[kItems];
+        u32 keep = 0;
+#pragma unroll
+        for (int u = 0; u < kItems; ++u) {
+          const u32 i2 = base + t * kItems + u;
+          key[u] = i2 < n ? (order_key(x[i2]) ^ a.flip) : Key(0);
+          keep += i2 < n && (key[u] & m0) >= p0;
+        }
+        u64 before = 0, total = 0;
+        Scan(scan).ExclusiveSum(u64(keep), before, total);
+        u32 slot = u32(s_carry + before);
+#pragma unroll
+        for (int u = 0; u < kItems; ++u) {
+          const u32 i2 = base + t * kItems + u;
+          if (i2 < n && (key[u] & m0) >= p0) { lkey[slot] = key[u]; lidx[slot] = i2; ++slot; }
+        }
+        __syncthreads();
+        if (t == 0) s_carry += total;
+        __syncthreads();
+      }
+      use_list = true;
+      m = s_top;
+    }
   }
   // Ordered selection: everything above the k-th key, and the first k_rem ties in index order.
   const Key prefix = s_prefix, mask = s_mask;
   const u32 krem = s_krem;
   const bool all_ties = s_done;
   const bool in_smem = a.k <= kRowSmemK;
+  __syncthreads();
   if (t == 0) s_carry = 0;
   __syncthreads();
   constexpr int kItems = 4;  // consecutive elements per thread, so ranks follow index order
-  for (u32 base = 0; base < n; base += kRowThreads * kItems) {
+  for (u32 base = 0; base < m; base += kRowThreads * kItems) {
     Key key[kItems];
     u32 gt = 0, eq = 0;
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       const u32 i = base + t * kItems + u;
-      key[u] = i < n ? (order_key(x[i]) ^ a.flip) : Key(0);
+      key[u] = i < m ? key_at(i) : Key(0);
       const Key top = key[u] & mask;
-      gt += i < n && top > prefix;
-      eq += i < n && top == prefix;
+      gt += i < m && top > prefix;
+      eq += i < m && top == prefix;
     }
     u64 before = 0, total = 0;
     Scan(scan).ExclusiveSum((u64(gt) << 32) | eq, before, total);
@@ -580,15 +838,16 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       const u32 i = base + t * kItems + u;
-      if (i >= n) break;
+      if (i >= m) break;
       const Key top = key[u] & mask;
       const bool is_gt = top > prefix, is_eq = top == prefix;
       if (is_gt || (is_eq && (all_ties || eq_before < krem))) {
         const u64 slot = gt_before + (all_ties ? eq_before : std::min<u64>(eq_before, krem));
-        if (in_smem) { skey[slot] = key[u]; sidx[slot] = i; }
+        const u32 idx = idx_at(i);
+        if (in_smem) { skey[slot] = key[u]; sidx[slot] = idx; }
         else {
           a.tmp_key[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = key[u];
-          a.tmp_idx[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = i;
+          a.tmp_idx[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = idx;
         }
       }
       gt_before += is_gt;
@@ -600,34 +859,109 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
   }
   if (!in_smem) return;
   const int k = int(a.k);
-  if (a.sorted && k > 1) {
-    int p = 1;
-    while (p < k) p <<= 1;
-    for (int i = k + int(t); i < p; i += kRowThreads) { skey[i] = 0; sidx[i] = 0xffffffffu; }
-    __syncthreads();
-    // Bitonic sort of p pairs: "before" = key descending, then index ascending.
-    for (int size = 2; size <= p; size <<= 1)
-      for (int stride = size >> 1; stride > 0; stride >>= 1) {
-        for (int i = int(t); i < p; i += kRowThreads) {
-          const int j = i ^ stride;
-          if (j > i) {
-            const bool up = (i & size) == 0;
-            const bool j_first = skey[j] > skey[i] || (skey[j] == skey[i] && sidx[j] < sidx[i]);
-            if (j_first == up) {
-              const Key tk = skey[i]; skey[i] = skey[j]; skey[j] = tk;
-              const u32 ti = sidx[i]; sidx[i] = sidx[j]; sidx[j] = ti;
-            }
-          }
-        }
-        __syncthreads();
-      }
-  }
+  if (a.sorted && k > 1) block_sort_pairs<kRowThreads>(skey, sidx, k);
   __syncthreads();
   T* vals = a.values + std::int64_t(blockIdx.x) * a.v_stride;
   std::int64_t* inds = a.indices + std::int64_t(blockIdx.x) * a.i_stride;
   for (int j = int(t); j < k; j += kRowThreads) {
     vals[j] = x[sidx[j]];
     inds[j] = sidx[j];
+  }
+}
+
+// Sorts m (key, index) pairs in shared memory, key descending then index ascending (bitonic,
+// padded to a power of two with (0, ~0) pairs, which sort last); the arrays need room for it.
+template <int kThreads, class Key>
+__device__ void block_sort_pairs(Key* key, u32* idx, int m) {
+  int p = 1;
+  while (p < m) p <<= 1;
+  for (int i = m + int(threadIdx.x); i < p; i += kThreads) { key[i] = 0; idx[i] = 0xffffffffu; }
+  __syncthreads();
+  for (int size = 2; size <= p; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = int(threadIdx.x); i < p; i += kThreads) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const bool up = (i & size) == 0;
+          const bool j_first = key[j] > key[i] || (key[j] == key[i] && idx[j] < idx[i]);
+          if (j_first == up) {
+            const Key tk = key[i]; key[i] = key[j]; key[j] = tk;
+            const u32 ti = idx[i]; idx[i] = idx[j]; idx[j] = ti;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// Rows by a sampled threshold, one block per row, no histograms: the want-th best of a strided
+// sample of 1024 keys is a threshold t with (very likely) k <= #{key >= t} <= kCap; one read of
+// the row appends every key >= t to a shared-memory list, which is sorted; its first k are the
+// answer (every key >= t is in it, ties included). Rows where the guess fails are flagged and
+// redone by topk_rows_block. Short rows (n <= kCap) are taken whole.
+template <class Key> constexpr int kSampledCap = sizeof(Key) == 4 ? 4096 : 2048;
+constexpr int kRowSample = 1024;
+
+template <class T, class Key>
+__global__ void __launch_bounds__(kRowThreads) topk_rows_sampled(RowsBlockArgs<T, Key> a, int* failed) {
+  constexpr int kCap = kSampledCap<Key>;
+  __shared__ Key ckey[kCap];
+  __shared__ u32 cidx[kCap];
+  __shared__ u32 count;
+  const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
+  const u32 n = u32(a.n), t = threadIdx.x;
+  const int k = int(a.k);
+  Key thr = 0;
+  if (n > u32(kCap)) {
+    const u32 s = kRowSample;
+    for (u32 j = t; j < s; j += kRowThreads) {
+      const u32 i = u32((u64(j) * n) / s);
+      ckey[j] = order_key(x[i]) ^ a.flip;
+      cidx[j] = j;
+    }
+    block_sort_pairs<kRowThreads>(ckey, cidx, int(s));
+    const float expect = float(k) * float(s) / float(n);
+    const int want = min(int(s), int(ceilf(1.5f * expect + 4.0f * sqrtf(expect) + 8.0f)));
+    thr = ckey[want - 1];
+    __syncthreads();
+  }
+  if (t == 0) count = 0;
+  __syncthreads();
+  for (u32 base = 0; base < n; base += kRowThreads * 4) {
+    Key key[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const u32 i = base + u * kRowThreads + t;
+      key[u] = i < n ? (order_key(x[i]) ^ a.flip) : Key(0);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const u32 i = base + u * kRowThreads + t;
+      const bool keep = i < n && key[u] >= thr;
+      const unsigned m = __ballot_sync(0xffffffffu, keep);
+      if (m) {
+        const int leader = __ffs(m) - 1, lane = int(t & 31);
+        u32 slot = 0;
+        if (lane == leader) slot = atomicAdd(&count, u32(__popc(m)));
+        slot = __shfl_sync(0xffffffffu, slot, leader) + u32(__popc(m & lanemask_lt()));
+        if (keep && slot < u32(kCap)) { ckey[slot] = key[u]; cidx[slot] = i; }
+      }
+    }
+  }
+  __syncthreads();
+  const u32 m = count;
+  if (m < u32(k) || m > u32(kCap)) {  // the guess failed: topk_rows_block redoes this row
+    if (t == 0) failed[blockIdx.x] = 1;
+    return;
+  }
+  if (t == 0) failed[blockIdx.x] = 0;
+  block_sort_pairs<kRowThreads>(ckey, cidx, int(m));
+  __syncthreads();
+  T* vals = a.values + std::int64_t(blockIdx.x) * a.v_stride;
+  std::int64_t* inds = a.indices + std::int64_t(blockIdx.x) * a.i_stride;
+  for (int j = int(t); j < k; j += kRowThreads) {
+    vals[j] = x[cidx[j]];
+    inds[j] = cidx[j];
   }
 }
 
@@ -648,6 +982,11 @@ void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
   r.i_stride = a.indices.row_stride;
   const std::int64_t rows = a.x.rows;
   if (a.k <= kRowSmemK) {
+    // The sampled threshold first; rows where it fails are redone by the radix selection.
+    parallel::cuda::detail::Scratch flags(std::size_t(rows) * sizeof(int), stream, kWhere);
+    int* failed = static_cast<int*>(flags.get());
+    topk_rows_sampled<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r, failed);
+    r.redo = failed;
     topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
     check_cuda(cudaGetLastError(), kWhere);
     return;
@@ -700,8 +1039,19 @@ void run_single_rows(const TopKArgs& a, cudaStream_t stream) {
   const std::int64_t n = a.x.n, k = a.k;
   const int sms = sm_count();
   const u64 cap = u64(std::clamp<std::int64_t>(n / 16, std::min<std::int64_t>(n, 1 << 16), 1 << 23));
-  const std::int64_t seg = std::max<std::int64_t>(kTieThreads * 16, (n + 4095) / 4096);
+  const std::int64_t seg = std::max<std::int64_t>(kTieThreads * 16, (n + 1023) / 1024);
   const int tie_blocks = int((n + seg - 1) / seg);
+  // The threshold pass: about 8 blocks of 512 per SM, segments of whole 16-element groups.
+  const std::int64_t thr_seg = ((n + std::min<std::int64_t>((n + 65535) / 65536, sms * 8) - 1) /
+                                    std::min<std::int64_t>((n + 65535) / 65536, sms * 8) + 15) / 16 * 16;
+  const int thr_blocks = int((n + thr_seg - 1) / thr_seg);
+  // The sample: 2048 runs of 128 (the whole row when it is shorter than 4 such samples).
+  const bool whole = n < std::int64_t(4) * kSampleChunks * kSampleRun;
+  const std::int64_t step = whole ? kSampleRun : n / kSampleChunks;
+  const int chunks = whole ? int((n + kSampleRun - 1) / kSampleRun) : kSampleChunks;
+  const double sampled = whole ? double(n) : double(kSampleChunks) * kSampleRun;
+  const double expect = double(k) * sampled / double(n);  // sampled keys expected among the top k
+  const u64 want = u64(std::clamp(std::ceil(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, sampled));
   PairSort<Key> sort;
   if (a.sorted) sort.size_for(k, 1, true, n);
   RowArgs<T, Key> r{};
@@ -720,6 +1070,8 @@ void run_single_rows(const TopKArgs& a, cudaStream_t stream) {
       r.cand_idx[j] = c.take<std::int64_t>(cap);
     }
     r.block_ties = c.take<u64>(std::size_t(tie_blocks));
+    r.block_eq = c.take<u64>(std::size_t(thr_blocks));
+    r.hist16 = c.take<u32>(65536);
     sk1 = c.take<Key>(std::size_t(k));
     sk2 = c.take<Key>(std::size_t(k));
     si1 = c.take<std::int64_t>(std::size_t(k));
@@ -734,27 +1086,44 @@ void run_single_rows(const TopKArgs& a, cudaStream_t stream) {
   r.cap = cap;
   r.flip = a.largest ? Key(0) : ~Key(0);
   check_cuda(cudaMemsetAsync(r.hist, 0, kMaxBins * sizeof(u64), stream), kWhere);
+  check_cuda(cudaMemsetAsync(r.hist16, 0, 65536 * sizeof(u32), stream), kWhere);
 
   const int hist_blocks = sms * 2, filter_blocks = sms * 4, cand_blocks = sms * 2;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capture), kWhere);
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  int* pinned = pinned_word();
   for (std::int64_t row = 0; row < a.x.rows; ++row) {
     r.x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;
-    init_state<Key><<<1, 1, 0, stream>>>(r.st, u64(k));
-    for (int level = 0; level < kLevels<Key>; ++level) {
-      if (level == 0) {
-        hist_input<T, Key><<<hist_blocks, 1024, 0, stream>>>(r, 0);
-        pick_bucket<Key><<<1, 1024, 0, stream>>>(r.st, r.hist, 0);
-        filter_input<T, Key><<<filter_blocks, 512, 0, stream>>>(r);
-      } else {
-        hist_input<T, Key><<<hist_blocks, 1024, 0, stream>>>(r, level);  // overflow only
-        hist_cand<T, Key><<<cand_blocks, 1024, 0, stream>>>(r, level);
-        pick_bucket<Key><<<1, 1024, 0, stream>>>(r.st, r.hist, level);
-        filter_cand<T, Key><<<cand_blocks, 512, 0, stream>>>(r, level);
-      }
+    sample_hist<T, Key><<<std::min(chunks, 1024), kSampleRun, 0, stream>>>(r, step, chunks, u64(k));
+    pick_threshold<T, Key><<<1, 1024, 0, stream>>>(r, want, step, chunks);
+    thresh_pass<T, Key><<<thr_blocks, 512, 0, stream>>>(r, thr_seg, u64(k));
+    // Which path the threshold pass left: read on the host (one synchronization), so only that
+    // path is launched; under graph capture all paths are launched and skip on the device.
+    int mode = -1;
+    if (!capturing) {
+      check_cuda(cudaMemcpyAsync(pinned, &r.st->mode, sizeof(int), cudaMemcpyDeviceToHost, stream), kWhere);
+      check_cuda(cudaStreamSynchronize(stream), kWhere);
+      mode = *pinned;
     }
-    take_tied_candidates<T, Key><<<1, 1024, 0, stream>>>(r);
-    count_ties<T, Key><<<tie_blocks, kTieThreads, 0, stream>>>(r, seg);
-    scan_ties<Key><<<1, 1024, 0, stream>>>(r.st, r.block_ties, tie_blocks);
-    select_ordered<T, Key><<<tie_blocks, kTieThreads, 0, stream>>>(r, seg);
+    const bool full = mode == kFull || mode < 0, cand = mode == kCand || mode < 0;
+    for (int level = 0; level < kLevels<Key>; ++level) {
+      if (full) hist_input<T, Key><<<hist_blocks, 1024, 0, stream>>>(r, level);
+      if (cand || (full && level > 0)) hist_cand<T, Key><<<cand_blocks, 1024, 0, stream>>>(r, level);
+      if (mode != kTies) pick_bucket<Key><<<1, 1024, 0, stream>>>(r.st, r.hist, level);
+      if (full && level == 0) filter_input<T, Key><<<filter_blocks, 512, 0, stream>>>(r);
+      if (cand || (full && level > 0)) filter_cand<T, Key><<<cand_blocks, 512, 0, stream>>>(r, level);
+    }
+    if (mode != kTies) take_tied_candidates<T, Key><<<1, 1024, 0, stream>>>(r);
+    if (full) {
+      count_ties<T, Key><<<tie_blocks, kTieThreads, 0, stream>>>(r, seg);
+      scan_ties<Key><<<1, 1024, 0, stream>>>(r.st, r.block_ties, tie_blocks);
+      select_ordered<T, Key><<<tie_blocks, kTieThreads, 0, stream>>>(r, seg);
+    }
+    if (mode == kTies || mode < 0) {
+      ties_scan<Key><<<1, 1024, 0, stream>>>(r.st, r.block_eq, thr_blocks);
+      ties_select<T, Key><<<thr_blocks, 512, 0, stream>>>(r, thr_seg);
+    }
     check_cuda(cudaGetLastError(), kWhere);
     const std::int64_t* idx = r.out_idx;
     if (a.sorted && k > 1) {

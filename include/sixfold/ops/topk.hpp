@@ -22,9 +22,12 @@
 // dtypes: f32, f16, bf16, f64, i32. 1 <= k <= n.
 // sorted = true: each row's k results best first. sorted = false: the same set, in an order that
 // is unspecified (it may differ between backends).
-// Backend follows the tensors (host: all CPU cores; CUDA: the tensors' device, asynchronous in
-// `stream`; a single long row takes scratch memory from the stream-ordered allocator, freed in
-// the stream). Outputs must not overlap x or each other.
+// Backend follows the tensors (host: all CPU cores; CUDA: the tensors' device, in `stream`, with
+// scratch memory from the stream-ordered allocator, freed in the stream). CUDA rows of more than
+// 65536 elements, when fewer than 2 per SM: each such row synchronizes `stream` once (the host
+// reads which selection path the sampled threshold left and launches only that one); under CUDA
+// graph capture no synchronization happens and every path is captured (the unused ones skip on
+// the device). Everything else is asynchronous. Outputs must not overlap x or each other.
 #pragma once
 
 #include <cstdint>
