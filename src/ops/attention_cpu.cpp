@@ -79,6 +79,29 @@ inline vf vexp(vf x) {
   return x != x ? x : y;
 }
 
+// exp(x) for the probabilities p = exp(s − m): x <= 0 or −inf (NaN need not survive here: a NaN
+// score already made m, alpha and l NaN). Same reduction and polynomial as vexp, but the
+// exponent is applied by vscalefps and arguments below −104 give exactly 0 (masked keys must
+// add nothing, so an all-masked tile leaves l at 0).
+inline vf vexp_nonpositive(vf x) {
+#if defined(__AVX512F__)
+  const vf xc = vmax(x, vsplat(-110.0f));
+  const vf k = (vf)_mm512_roundscale_ps((__m512)(xc * 1.44269504088896341f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  vf r = xc - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  vf p = vsplat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return (vf)_mm512_scalef_ps((__m512)p, (__m512)k);
+#else
+  return vexp(x);
+#endif
+}
+
 // Tuning (measured on the 2-core Xeon (AVX-512) this was written on, f32, head_dim 64/128,
 // seq 2048; see docs/perf/attention.md): keys per tile, and when to split the key range.
 struct CpuTuning {
@@ -89,10 +112,11 @@ struct CpuTuning {
 constexpr CpuTuning kTuning{128, 4, 512};
 
 // ---- micro-GEMMs -------------------------------------------------------------------------
-// Sᵀ rows [0, R): st[j] = Σ_c k[j·ks + c] · qt[c]   (k: R rows of d; qt: (d, M); st: (R, M))
+// Sᵀ rows [0, R): st[j] = Σ_c k[j·ks + c] · qt[c]   (k: R rows of d; qt: (d, M); st: (R, M));
+// mx (NV vectors) takes the running max over the rows (the softmax's tile max, for free).
 template <int NV, int R>
 inline void scores_rows(const float* k, std::int64_t ks, const float* qt, std::int64_t d,
-                        float* st) {
+                        float* st, vf* mx) {
   constexpr int M = kLanes * NV;
   vf acc[R][NV] = {};
   for (std::int64_t c = 0; c < d; ++c) {
@@ -109,7 +133,10 @@ inline void scores_rows(const float* k, std::int64_t ks, const float* qt, std::i
 #pragma GCC unroll 24
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) vstore(st + r * M + v * kLanes, acc[r][v]);
+    for (int v = 0; v < NV; ++v) {
+      vstore(st + r * M + v * kLanes, acc[r][v]);
+      mx[v] = vmax(mx[v], acc[r][v]);
+    }
 }
 
 // Oᵀ rows [0, R) (head_dim columns c0…c0+R of the output): ot[c] = alpha ⊙ ot[c] + Σ_j v[j·vs + c] · p[j]
@@ -148,24 +175,24 @@ constexpr int kRows = 24 / NV;
 
 template <int NV, int R>
 void scores_tail(const float* k, std::int64_t ks, const float* qt, std::int64_t d, float* st,
-                 std::int64_t n) {
+                 std::int64_t n, vf* mx) {
   constexpr int M = kLanes * NV;
   if constexpr (R >= 1) {
     if (n & R) {
-      scores_rows<NV, R>(k, ks, qt, d, st);
+      scores_rows<NV, R>(k, ks, qt, d, st, mx);
       k += R * ks, st += R * M;
     }
-    scores_tail<NV, R / 2>(k, ks, qt, d, st, n);
+    scores_tail<NV, R / 2>(k, ks, qt, d, st, n, mx);
   }
 }
 
 template <int NV>
 void scores(const float* k, std::int64_t ks, const float* qt, std::int64_t d, float* st,
-            std::int64_t nk) {
+            std::int64_t nk, vf* mx) {
   constexpr int M = kLanes * NV, R = kRows<NV>;
   std::int64_t j = 0;
-  for (; j + R <= nk; j += R) scores_rows<NV, R>(k + j * ks, ks, qt, d, st + j * M);
-  scores_tail<NV, std::bit_floor(unsigned(R - 1))>(k + j * ks, ks, qt, d, st + j * M, nk - j);
+  for (; j + R <= nk; j += R) scores_rows<NV, R>(k + j * ks, ks, qt, d, st + j * M, mx);
+  scores_tail<NV, std::bit_floor(unsigned(R - 1))>(k + j * ks, ks, qt, d, st + j * M, nk - j, mx);
 }
 
 template <int NV, int R>
@@ -332,20 +359,29 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
   float* m_run = w.m_run;
   float* l_run = w.l_run;
   float* alpha = w.alpha;
-  for (std::int64_t j0 = it.j0; j0 < it.j1; j0 += kTuning.block_k) {
-    const std::int64_t nk = std::min<std::int64_t>(kTuning.block_k, it.j1 - j0);
+  // Key tiles from the top of the range down (the state is a commutative monoid, so any order
+  // gives the same result): with a causal mask only the first tile straddles the diagonal and
+  // the ragged remainder lands at the bottom, where no lane is masked.
+  for (std::int64_t j1 = it.j1; j1 > it.j0; j1 -= kTuning.block_k) {
+    const std::int64_t j0 = std::max(it.j0, j1 - kTuning.block_k), nk = j1 - j0;
     std::int64_t ks = 0, vs = 0;
     const float* kp = rows_f32(a, kh, a.k_stride[2], j0, nk, w.kbuf, &ks);
-    scores<NV>(kp, ks, w.qt, d, w.st, nk);
-    float* st = w.st;
-    if (!(lo_max <= j0 && j0 + nk - 1 <= hi_min)) mask_tile<NV>(st, nk, j0, lo, hi);
     // Online softmax, vertical over the lanes: m' = max(m, max_j s_j), alpha = exp(m − m'),
     // p_j = exp(s_j − m'), l' = alpha·l + Σ p_j (Oᵀ is rescaled by alpha inside pv).
     vf mx[NV], msafe[NV], sum[NV];
     for (int u = 0; u < NV; ++u) mx[u] = vsplat(kNegInf), sum[u] = vf{};
-    for (std::int64_t j = 0; j < nk; ++j)
+    float* st = w.st;
+    if (lo_max <= j0 && j0 + nk - 1 <= hi_min) {  // every lane sees the whole tile
+      scores<NV>(kp, ks, w.qt, d, st, nk, mx);
+    } else {
+      vf unused[NV];
+      for (int u = 0; u < NV; ++u) unused[u] = vsplat(kNegInf);
+      scores<NV>(kp, ks, w.qt, d, st, nk, unused);
+      mask_tile<NV>(st, nk, j0, lo, hi);
+      for (std::int64_t j = 0; j < nk; ++j)
 #pragma GCC unroll 4
-      for (int u = 0; u < NV; ++u) mx[u] = vmax(mx[u], vload(st + j * M + u * kLanes));
+        for (int u = 0; u < NV; ++u) mx[u] = vmax(mx[u], vload(st + j * M + u * kLanes));
+    }
 #pragma GCC unroll 4
     for (int u = 0; u < NV; ++u) {
       const vf mold = vload(m_run + u * kLanes);
@@ -357,7 +393,7 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
     for (std::int64_t j = 0; j < nk; ++j)
 #pragma GCC unroll 4
       for (int u = 0; u < NV; ++u) {
-        const vf p = vexp(vload(st + j * M + u * kLanes) - msafe[u]);
+        const vf p = vexp_nonpositive(vload(st + j * M + u * kLanes) - msafe[u]);
         vstore(st + j * M + u * kLanes, p);
         sum[u] += p;
       }
