@@ -27,7 +27,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "../ops/norm_entries.hpp"
 #include "norm_common.cuh"
@@ -171,6 +173,61 @@ __device__ __forceinline__ void store_partial(float* part, int p, const float (&
       for (int k = 0; k < W; ++k) part[s * p * W + k] = acc[s][k];
 }
 
+// ---- Rows staged through shared memory with cp.async ----------------------------------------
+// A block walks its rows one after another, so without prefetching every row would wait a full
+// memory latency. With 16-byte packs each thread copies its own packs of the next rows into
+// shared memory (cp.async) while it works on the current one; it reads back only what it copied
+// itself, so waiting for its own copy groups is enough (no barrier).
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <class T, int W>
+inline constexpr bool kPipelined = W * int(sizeof(T)) == 16;
+// Rows in flight per block: 3 for 16-bit dtypes (96 KB of stages at 512 threads), 2 for f32.
+template <class T>
+inline constexpr int kStages = sizeof(T) == 2 ? 3 : 2;
+
+// Shared-memory stages: (kStages, 2 tensors, S, p, W) elements of T.
+template <class T, int S, int W>
+__device__ __forceinline__ void stage_row(T* sm, int stage, const T* x, const T* d, int p, int t,
+                                          int rem) {
+  T* sx = sm + std::int64_t(stage * 2 * S) * p * W + t * W;
+  T* sd = sx + S * p * W;
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    if (s * p * W < rem) {
+      cp_async16(sx + s * p * W, x + s * p * W);
+      cp_async16(sd + s * p * W, d + s * p * W);
+    }
+  cp_async_commit();
+}
+
+template <class T, int S, int W>
+__device__ __forceinline__ void read_stage(const T* sm, int stage, int p, int t, int rem,
+                                           float (&xv)[S][W], float (&dv)[S][W], bool (&ok)[S]) {
+  const T* sx = sm + std::int64_t(stage * 2 * S) * p * W + t * W;
+  const T* sd = sx + S * p * W;
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    ok[s] = s * p * W < rem;
+    if (ok[s]) {
+      Pack<T, W>::load(sx + s * p * W).unpack(xv[s]);
+      Pack<T, W>::load(sd + s * p * W).unpack(dv[s]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; ++k) xv[s][k] = dv[s][k] = 0.f;
+    }
+  }
+}
+
 // ---- Rows held in registers ------------------------------------------------------------------
 
 constexpr int kRegsThreads = 512;  // the most threads per row; 128 registers each
@@ -183,6 +240,10 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
   __shared__ Sums<1> s1[2][32];
   __shared__ Sums<2> s2[2][32];
   __shared__ Sums<3> s3[2][32];
+  extern __shared__ uint4 stage_words[];  // kPipelined: (kStages, 2, S, p, W) elements of T
+  constexpr bool kPipe = kPipelined<T, W>;
+  constexpr int kSt = kStages<T>;
+  T* stages = reinterpret_cast<T*>(stage_words);
   const int t = threadIdx.x, p = blockDim.x, n = int(a.x.n), rem = n - t * W;
   const std::int64_t r0 = blockIdx.x * rows_per_group;
   const std::int64_t r1 = std::min(a.x.rows, r0 + rows_per_group);
@@ -193,14 +254,35 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     for (int k = 0; k < W; ++k) dw[s][k] = db[s][k] = 0.f;
   if constexpr (kHasGrads<K>)
     load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + t * W : nullptr, p, rem, wv);
+  const auto x_row = [&](std::int64_t r) {
+    return static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
+  };
+  const auto dy_row = [&](std::int64_t r) {
+    return static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
+  };
+  if constexpr (kPipe) {  // prologue: the first kSt − 1 rows in flight
+#pragma unroll
+    for (int i = 0; i < kSt - 1; ++i) {
+      if (r0 + i < r1) stage_row<T, S, W>(stages, i, x_row(r0 + i), dy_row(r0 + i), p, t, rem);
+      else cp_async_commit();
+    }
+  }
   for (std::int64_t r = r0; r < r1; ++r) {
     const int par = int(r - r0) & 1;
-    const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
-    const T* d = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
     T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + t * W;
     float xv[S][W], dv[S][W];
     bool ok[S];
-    load_pair<T, S, W>(x, d, p, rem, xv, dv, ok);
+    if constexpr (kPipe) {
+      // Refill the stage read in the previous iteration (by this thread, already in registers).
+      const int i = int(r - r0);
+      const std::int64_t next = r + kSt - 1;
+      if (next < r1) stage_row<T, S, W>(stages, (i + kSt - 1) % kSt, x_row(next), dy_row(next), p, t, rem);
+      else cp_async_commit();
+      cp_async_wait<kSt - 1>();  // row r's group has landed
+      read_stage<T, S, W>(stages, i % kSt, p, t, rem, xv, dv, ok);
+    } else {
+      load_pair<T, S, W>(x_row(r), dy_row(r), p, rem, xv, dv, ok);
+    }
     Coef c{};
     if constexpr (K == NormKind::rms) {
       Sums<2> part{{0.f, 0.f}};
@@ -407,24 +489,62 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
   }
 }
 
-// out[i] = Σ_g part[g·n + i], g in index order, rounded to G.
+// out[i] = Σ_g part[g·n + i], rounded to G. Block (32 columns, kReduceSlices slices): slice j
+// sums groups j, j + kReduceSlices, ... in order, then slice 0 adds the slices in order — a fixed
+// order, and 16 loads in flight per column instead of one long dependent chain. (One thread per
+// column summing 1056 groups of 65536×1024 kept 4 SMs busy for ~0.1 ms.)
+constexpr int kReduceSlices = 16;
+
 template <class G>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(32 * kReduceSlices)
 bwd_grad_reduce(const float* part, std::int64_t groups, std::int64_t n, G* out) {
-  const std::int64_t i = std::int64_t(blockIdx.x) * 256 + threadIdx.x;
-  if (i >= n) return;
+  __shared__ float slice_sums[kReduceSlices][33];
+  const int c = threadIdx.x & 31, j = threadIdx.x >> 5;
+  const std::int64_t i = std::int64_t(blockIdx.x) * 32 + c;
   float s = 0.f;
-  for (std::int64_t g = 0; g < groups; ++g) s += part[g * n + i];
-  out[i] = from_f32<G>(s);
+  if (i < n)
+    for (std::int64_t g = j; g < groups; g += kReduceSlices) s += part[g * n + i];
+  slice_sums[j][c] = s;
+  __syncthreads();
+  if (j == 0 && i < n) {
+    float t = 0.f;
+#pragma unroll
+    for (int k = 0; k < kReduceSlices; ++k) t += slice_sums[k][c];
+    out[i] = from_f32<G>(t);
+  }
 }
 
 // ---- Host side -------------------------------------------------------------------------------
 
+// sixfold's own stream-ordered memory pool on `device`, created on first use, that keeps freed
+// memory (release threshold: unlimited) so that later calls reuse it without mapping pages again.
+// The device's default pool returns memory at every synchronization, and re-mapping it cost more
+// than the kernels on small shapes. Its own pool leaves the caller's default-pool settings alone.
+cudaMemPool_t workspace_pool(int device) {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64] = {};
+  if (device < 0 || device >= 64) throw_error(kWhere, "device index out of range");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!pools[device]) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool;
+    check_cuda(cudaMemPoolCreate(&pool, &props), kWhere);
+    std::uint64_t keep = ~std::uint64_t(0);
+    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), kWhere);
+    pools[device] = pool;
+  }
+  return pools[device];
+}
+
 // Stream-ordered scratch memory, freed (in stream order) when it goes out of scope.
 class Workspace {
  public:
-  Workspace(std::size_t bytes, cudaStream_t s) : stream_(s) {
-    if (bytes) check_cuda(cudaMallocAsync(&p_, bytes, s), kWhere);
+  Workspace(std::size_t bytes, cudaStream_t s, int device) : stream_(s) {
+    if (bytes) check_cuda(cudaMallocFromPoolAsync(&p_, bytes, workspace_pool(device), s), kWhere);
   }
   ~Workspace() {
     if (p_) cudaFreeAsync(p_, stream_);
@@ -442,13 +562,14 @@ template <class T>
 void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* part_b,
                   std::int64_t groups, cudaStream_t stream) {
   const std::int64_t n = a.x.n;
-  const auto blocks = unsigned(ceil_div(n, 256));
+  const auto blocks = unsigned(ceil_div(n, 32));
+  constexpr int kThreads = 32 * kReduceSlices;
   for (auto [part, dst] : {std::pair{part_w, a.dweight}, std::pair{part_b, a.dbias}}) {
     if (!dst) continue;
     if (a.grad_dtype == DType::f32)
-      bwd_grad_reduce<float><<<blocks, 256, 0, stream>>>(part, groups, n, static_cast<float*>(dst));
+      bwd_grad_reduce<float><<<blocks, kThreads, 0, stream>>>(part, groups, n, static_cast<float*>(dst));
     else
-      bwd_grad_reduce<T><<<blocks, 256, 0, stream>>>(part, groups, n, static_cast<T*>(dst));
+      bwd_grad_reduce<T><<<blocks, kThreads, 0, stream>>>(part, groups, n, static_cast<T*>(dst));
     check_cuda(cudaGetLastError(), kWhere);
   }
 }
@@ -467,15 +588,27 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   if (n <= kRegsThreads * SR * W) {
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
     const auto kernel = bwd_rows_regs<T, K, SR, W>;
+    const std::size_t smem =
+        kPipelined<T, W> ? std::size_t(kStages<T>) * 2 * SR * W * threads * sizeof(T) : 0;
+    if (kPipelined<T, W>) {
+      static std::atomic<std::uint64_t> configured{0};
+      const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+      if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
+        const int most = int(std::size_t(kStages<T>) * 2 * SR * W * kRegsThreads * sizeof(T));
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+                   kWhere);
+        configured.fetch_or(bit, std::memory_order_release);
+      }
+    }
     int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), kWhere);
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), kWhere);
     std::int64_t groups = std::min<std::int64_t>(rows, std::int64_t(std::max(per_sm, 1)) * sms);
     const std::int64_t per_group = ceil_div(rows, groups);
     groups = ceil_div(rows, per_group);
-    Workspace ws(grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0, stream);
+    Workspace ws(grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0, stream, device);
     float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
     float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? groups * n : 0) : nullptr;
-    kernel<<<unsigned(groups), threads, 0, stream>>>(a, part_w, part_b, per_group);
+    kernel<<<unsigned(groups), threads, smem, stream>>>(a, part_w, part_b, per_group);
     check_cuda(cudaGetLastError(), kWhere);
     if (grads) reduce_grads<T>(a, part_w, part_b, groups, stream);
     return;
@@ -488,7 +621,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   const std::size_t coef_bytes = std::size_t(rows) * sizeof(Coef);
   const std::size_t state_bytes = std::size_t(rows * chunks * 5) * sizeof(float);
   const std::size_t part_bytes = grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0;
-  Workspace ws(coef_bytes + state_bytes + part_bytes, stream);
+  Workspace ws(coef_bytes + state_bytes + part_bytes, stream, device);
   auto* coefs = reinterpret_cast<Coef*>(ws.get());
   auto* states = reinterpret_cast<float*>(ws.get() + coef_bytes);
   float* part = reinterpret_cast<float*>(ws.get() + coef_bytes + state_bytes);
