@@ -22,6 +22,10 @@
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
 
+#ifdef SIXFOLD_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 using namespace sixfold;
 using namespace sixfold::testing;
 
@@ -396,6 +400,50 @@ TEST(TopKCuda, LargeShapes) {
   run_case({DType::bf16, 16, 262144, 64, Data::random, true}, Device::cuda(0));
   run_case({DType::f32, 8, 100003, 20000, Data::few_distinct, true}, Device::cuda(0));
 }
+
+#ifdef SIXFOLD_WITH_CUDA
+// Captured into a CUDA graph on a stream of its own (the long-row path then launches every
+// selection path, the unused ones skipping on the device), replayed twice.
+TEST(TopKCuda, CapturedInAGraph) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable GPU";
+  for (const Case& c : {Case{DType::f32, 1, 300007, 1000, Data::random, true},
+                        Case{DType::f32, 2, 200000, 50, Data::all_equal, false},
+                        Case{DType::f32, 1, 1 << 20, 7, Data::ascending, true},
+                        Case{DType::f32, 5, 5000, 64, Data::few_distinct, true}}) {
+    SCOPED_TRACE(describe(c) + " in a graph");
+    const auto x = make_data(c.data, c.dtype, c.rows, c.n);
+    DeviceBuffer bx(Device::cuda(0), encode_rows(c.dtype, x, c.rows, c.n, c.n));
+    DeviceBuffer bv(Device::cuda(0), std::vector<std::uint8_t>(std::size_t(c.rows * c.k) * 4, 0xff));
+    DeviceBuffer bi(Device::cuda(0), std::vector<std::uint8_t>(std::size_t(c.rows * c.k) * 8, 0xff));
+    cudaStream_t st = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    topk(bx.rows_view(c.dtype, c.rows, c.n, c.n), c.k, bv.rows_view(c.dtype, c.rows, c.k, c.k),
+         bi.rows_view(DType::i64, c.rows, c.k, c.k), {c.largest, true}, Stream{st});
+    ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    const auto hv = bv.host(), hi = bi.host();
+    const auto ref = reference::topk(x, c.rows, c.n, c.k, c.largest);
+    for (std::int64_t r = 0; r < c.rows; ++r) {
+      std::vector<std::int64_t> idx(std::size_t(c.k));
+      std::vector<double> vals(std::size_t(c.k));
+      for (std::int64_t j = 0; j < c.k; ++j) {
+        std::memcpy(&idx[std::size_t(j)], hi.data() + std::size_t(r * c.k + j) * 8, 8);
+        vals[std::size_t(j)] = load(c.dtype, hv.data() + std::size_t(r * c.k + j) * 4);
+      }
+      check_row(x, r, c.n, c.k, c.largest, true, ref.data() + r * c.k, idx, vals);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+    if (HasFatalFailure()) return;
+  }
+}
+#endif
 
 TEST(TopKCuda, MixedDevicesRejected) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable GPU";

@@ -13,9 +13,10 @@ echo "build $(( $(date +%s) - start )) s"
 SIXFOLD_REQUIRE_GPU=1 timeout 180 build-gpu/tests/test_topk >"$out/test.log" 2>&1; echo "test rc $?"
 grep -E "OK|FAILED|Failure|Which is|expected|rows|position" "$out/test.log" | head -40
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 build-gpu/tests/test_topk \
-  --gtest_filter='TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.MixedDevicesRejected' >"$out/memcheck.log" 2>&1
+  --gtest_filter='TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.CapturedInAGraph:TopKCuda.MixedDevicesRejected' >"$out/memcheck.log" 2>&1
 echo "memcheck rc $?"; grep -E "FAILED|ERROR SUMMARY" "$out/memcheck.log" | tail -5
 echo "elapsed $(( $(date +%s) - start )) s"
+timeout 60 build-gpu/tools/sixfold/sixfold verify topk --backend cuda >"$out/verify.txt" 2>&1; echo "verify rc $?"; tail -1 "$out/verify.txt"
 timeout 120 build-gpu/tools/sixfold/sixfold bench topk --backend cuda >"$out/bench.txt" 2>&1
 echo "bench rc $?"; grep -E "topk|copy" "$out/bench.txt" | cut -c1-120
 echo "elapsed $(( $(date +%s) - start )) s"

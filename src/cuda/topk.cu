@@ -1092,7 +1092,7 @@ void run_single_rows(const TopKArgs& a, cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream, &capture), kWhere);
   const bool capturing = capture != cudaStreamCaptureStatusNone;
-  int* pinned = pinned_word();
+  int* pinned = capturing ? nullptr : pinned_word();
   for (std::int64_t row = 0; row < a.x.rows; ++row) {
     r.x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;
     sample_hist<T, Key><<<std::min(chunks, 1024), kSampleRun, 0, stream>>>(r, step, chunks, u64(k));
