@@ -47,6 +47,26 @@ def eager_rms(x, w, eps):  # the unfused chain: one pass per operation
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
 
 
+class Rows(list):
+    """Result rows; with stream=True each row is also printed as it is measured."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self.stream = stream
+
+    def append(self, r):
+        super().append(r)
+        if self.stream:
+            print_row(r)
+
+
+def print_row(r):
+    if r["median_ms"] is None:
+        print(f"{r['op']:<20} {r['shape']:<12} {r['impl']:<24} {'':>10} {r['gbps']:>7.2f}x")
+    else:
+        print(f"{r['op']:<20} {r['shape']:<12} {r['impl']:<24} {r['median_ms']:>10.4f} {r['gbps']:>8.0f}")
+
+
 def measure(rows, op, r, n, impls, items, nbytes):
     """Times each (name, fn) on the rotating items; appends rows and the sixfold/best-peer ratio."""
     res = {}
@@ -138,7 +158,10 @@ def main():
     families = set(args.only.split(","))
     wanted = set(args.shapes.split(",")) if args.shapes else None
     torch.manual_seed(0)
-    rows = []
+    if not args.json:
+        print(f"device: {torch.cuda.get_device_name()}")
+        print(f"{'op':<20} {'shape':<12} {'impl':<24} {'median ms':>10} {'GB/s':>8}")
+    rows = Rows(stream=not args.json)
     l2 = 60 << 20
     for r, n in SHAPES:
         if wanted and f"{r}x{n}" not in wanted:
@@ -173,13 +196,6 @@ def main():
     if args.json:
         print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=2))
         return
-    print(f"device: {torch.cuda.get_device_name()}")
-    print(f"{'op':<20} {'shape':<12} {'impl':<24} {'median ms':>10} {'GB/s':>8}")
-    for r in rows:
-        if r["median_ms"] is None:
-            print(f"{r['op']:<20} {r['shape']:<12} {r['impl']:<24} {'':>10} {r['gbps']:>7.2f}x")
-        else:
-            print(f"{r['op']:<20} {r['shape']:<12} {r['impl']:<24} {r['median_ms']:>10.4f} {r['gbps']:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -470,13 +470,39 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
   if constexpr (kHasGrads<K>)
     load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr,
                          kChunkThreads, rem, wv);
+  // The rows of the group stream through shared-memory stages as in bwd_rows_regs.
+  constexpr bool kPipe = kPipelined<T, W>;
+  constexpr int kSt = kStages<T>;
+  __shared__ uint4 stage_words[kPipe ? kSt * 2 * S * kChunkThreads * W * int(sizeof(T)) / 16 : 1];
+  T* stages = reinterpret_cast<T*>(stage_words);
+  const auto x_row = [&](std::int64_t r) {
+    return static_cast<const T*>(a.x.data) + r * a.x.row_stride + c0 + t * W;
+  };
+  const auto dy_row = [&](std::int64_t r) {
+    return static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + c0 + t * W;
+  };
+  if constexpr (kPipe) {
+#pragma unroll
+    for (int i = 0; i < kSt - 1; ++i) {
+      if (r0 + i < r1) stage_row<T, S, W>(stages, i, x_row(r0 + i), dy_row(r0 + i), kChunkThreads, t, rem);
+      else cp_async_commit();
+    }
+  }
   for (std::int64_t r = r0; r < r1; ++r) {
-    const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride + c0 + t * W;
-    const T* d = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + c0 + t * W;
     T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + c0 + t * W;
     float xv[S][W], dv[S][W];
     bool ok[S];
-    load_pair<T, S, W>(x, d, kChunkThreads, rem, xv, dv, ok);
+    if constexpr (kPipe) {
+      const int i = int(r - r0);
+      const std::int64_t next = r + kSt - 1;
+      if (next < r1)
+        stage_row<T, S, W>(stages, (i + kSt - 1) % kSt, x_row(next), dy_row(next), kChunkThreads, t, rem);
+      else cp_async_commit();
+      cp_async_wait<kSt - 1>();
+      read_stage<T, S, W>(stages, i % kSt, kChunkThreads, t, rem, xv, dv, ok);
+    } else {
+      load_pair<T, S, W>(x_row(r), dy_row(r), kChunkThreads, rem, xv, dv, ok);
+    }
     apply<K, S, W>(coefs[r], xv, dv, wv, ok, dw, db);
     store_tile<T, S, W>(y, kChunkThreads, xv, ok);
   }
