@@ -23,7 +23,7 @@ namespace sixfold::detail::attn {
 using i64 = long long;
 
 // Which kernel serves a call (automatic: by q_len and head dim; the others for dev/ and tests).
-enum class Kernel { automatic, decode, prefill_mma, prefill_wgmma };
+enum class Kernel { automatic, decode, prefill_mma, prefill_wgmma, prefill_wgmma_pp, prefill_wgmma_tma };
 
 // Everything a kernel needs, by value (≈ 220 bytes of kernel parameters).
 struct Problem {
@@ -69,6 +69,14 @@ struct Band {
   __device__ __forceinline__ int hi(int i) const {
     return right < 0 ? lk - 1 : min(lk - 1, i + (lk - lq) + right);
   }
+};
+
+// Scores enter the softmax raw and are scaled inside one FFMA, which needs scale > 0 (the max
+// of raw scores is then the max of scaled ones). A negative scale is applied up front instead.
+struct ScoreScale {
+  float fold, pre;  // softmax scale, factor applied while masking (1 unless scale < 0)
+  __device__ __forceinline__ explicit ScoreScale(float scale_log2)
+      : fold(scale_log2 > 0.0f ? scale_log2 : 1.0f), pre(scale_log2 > 0.0f ? 1.0f : scale_log2) {}
 };
 
 // ---- PTX wrappers ----------------------------------------------------------------------------
@@ -158,35 +166,45 @@ __device__ __forceinline__ void load_tile(T* smem, int pitch, int rows, int vali
   }
 }
 
+__device__ __forceinline__ float ex2(float x) {  // one MUFU.EX2; −inf → 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The online softmax on the two rows a thread holds in an m16 fragment (mma.sync, or one warp's
-// 16 rows of a wgmma m64 fragment: same layout). s (NB n8-blocks × 4): scores already in log2
-// units and masked to −inf; m, l: running max and thread-partial sum. Turns s into
-// probabilities and returns in alpha the factor the accumulator must be rescaled by.
+// 16 rows of a wgmma m64 fragment: same layout). s (NB n8-blocks × 4): raw scores, masked ones
+// −inf; scale > 0 (scale · log2 e); m (in scaled units) and l: running max and thread-partial
+// sum. Turns s into probabilities exp2(s·scale − m) — one FFMA and one EX2 per score — and
+// returns in alpha the factor the accumulator must be rescaled by.
 template <int NB>
 __device__ __forceinline__ void softmax_probs(float (&s)[NB][4], float (&m)[2], float (&l)[2],
-                                              float (&alpha)[2]) {
+                                              float (&alpha)[2], float scale) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float mx = m[h];
+    float mx = kNegInf;
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * h], s[nb][2 * h + 1]));
-    mx = quad_max(mx);
+    mx = fmaxf(m[h], quad_max(mx) * scale);
     const float use = mx == kNegInf ? 0.0f : mx;  // a row with nothing visible yet stays at 0
-    alpha[h] = exp2f(m[h] - use);                 // m = −inf → 0
+    alpha[h] = ex2(m[h] - use);                   // m = −inf → 0
     m[h] = mx;
     float sum = 0.0f;
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
-      s[nb][2 * h] = exp2f(s[nb][2 * h] - use);
-      s[nb][2 * h + 1] = exp2f(s[nb][2 * h + 1] - use);
+      s[nb][2 * h] = ex2(fmaf(s[nb][2 * h], scale, -use));
+      s[nb][2 * h + 1] = ex2(fmaf(s[nb][2 * h + 1], scale, -use));
       sum += s[nb][2 * h] + s[nb][2 * h + 1];
     }
     l[h] = l[h] * alpha[h] + sum;
   }
 }
 
+// o *= alpha per row; skipped when no row of the warp changed its max (most tiles, once the
+// running max has settled).
 template <int OB>
 __device__ __forceinline__ void rescale(float (&o)[OB][4], const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
 #pragma unroll
   for (int ob = 0; ob < OB; ++ob) {
     o[ob][0] *= alpha[0]; o[ob][1] *= alpha[0];
@@ -196,9 +214,9 @@ __device__ __forceinline__ void rescale(float (&o)[OB][4], const float (&alpha)[
 
 template <int NB, int OB>
 __device__ __forceinline__ void softmax_step(float (&s)[NB][4], float (&m)[2], float (&l)[2],
-                                             float (&o)[OB][4]) {
+                                             float (&o)[OB][4], float scale) {
   float alpha[2];
-  softmax_probs(s, m, l, alpha);
+  softmax_probs(s, m, l, alpha, scale);
   rescale(o, alpha);
 }
 

@@ -46,6 +46,7 @@ __global__ void __launch_bounds__(128) attn_prefill_mma(const Problem p) {
   const T* K = static_cast<const T*>(p.k) + sq.k_off + kvh * p.ks[1];
   const T* V = static_cast<const T*>(p.v) + sq.v_off + kvh * p.vs[1];
   const Band band{sq.lq, sq.lk, p.left, p.right};
+  const ScoreScale sc(p.scale_log2);
   const int rows = min(kBM, sq.lq - i0), i_last = i0 + rows - 1;
   const int key_lo = band.lo(i0), key_hi = band.hi(i_last);
   const int t_begin = key_lo / kBN;
@@ -105,19 +106,21 @@ __global__ void __launch_bounds__(128) attn_prefill_mma(const Problem p) {
     cp_async_commit();
 
     const bool edge = n0 < full_lo || n0 + kBN - 1 > full_hi;
+    if (edge || sc.pre != 1.0f) {
 #pragma unroll
-    for (int nb = 0; nb < kBN / 8; ++nb)
+      for (int nb = 0; nb < kBN / 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nb][e] * p.scale_log2;
-        if (edge) {
-          const int j = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
-          const int i = i0 + r_in + (e >> 1) * 8;
-          if (j < band.lo(i) || j > band.hi(i)) x = kNegInf;
+        for (int e = 0; e < 4; ++e) {
+          float x = s[nb][e] * sc.pre;
+          if (edge) {
+            const int j = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
+            const int i = i0 + r_in + (e >> 1) * 8;
+            if (j < band.lo(i) || j > band.hi(i)) x = kNegInf;
+          }
+          s[nb][e] = x;
         }
-        s[nb][e] = x;
-      }
-    softmax_step(s, m, l, o);
+    }
+    softmax_step(s, m, l, o, sc.fold);
 
     cp_async_wait<1>();  // V(t) has landed
     __syncthreads();
@@ -175,6 +178,7 @@ __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
   const T* K = static_cast<const T*>(p.k) + sq.k_off + kvh * p.ks[1];
   const T* V = static_cast<const T*>(p.v) + sq.v_off + kvh * p.vs[1];
   const Band band{sq.lq, sq.lk, p.left, p.right};
+  const ScoreScale sc(p.scale_log2);
   const int last = pr.valid - 1;
   const bool one_head = pr.head_in_group(0) == pr.head_in_group(last);
   const int i_min = one_head ? pr.query(0) : 0, i_max = one_head ? pr.query(last) : sq.lq - 1;
@@ -237,18 +241,20 @@ __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
     }
     const int n0 = t * kBN + warp * 16;
     const bool edge = n0 < full_lo || n0 + 15 > full_hi;  // lo, hi monotone: i_min..i_max bound every row
+    if (edge || sc.pre != 1.0f) {
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb)
+      for (int nb = 0; nb < 2; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nb][e] * p.scale_log2;
-        if (edge) {
-          const int j = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
-          if (j < band.lo(qi[e >> 1]) || j > band.hi(qi[e >> 1])) x = kNegInf;
+        for (int e = 0; e < 4; ++e) {
+          float x = s[nb][e] * sc.pre;
+          if (edge) {
+            const int j = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
+            if (j < band.lo(qi[e >> 1]) || j > band.hi(qi[e >> 1])) x = kNegInf;
+          }
+          s[nb][e] = x;
         }
-        s[nb][e] = x;
-      }
-    softmax_step(s, m, l, o);
+    }
+    softmax_step(s, m, l, o, sc.fold);
     std::uint32_t a[4];
     pack_p<T>(a, s, 0);
 #pragma unroll
