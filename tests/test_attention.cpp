@@ -141,7 +141,7 @@ struct Checked {
 std::vector<std::int64_t> sample_rows(std::int64_t lq, std::int64_t lk, std::int64_t d,
                                       std::int64_t heads) {
   std::vector<std::int64_t> r;
-  if (double(lq) * double(lk) * double(d) * double(heads) <= 3e7) {
+  if (double(lq) * double(lk) * double(d) * double(heads) <= 1e7) {
     for (std::int64_t i = 0; i < lq; ++i) r.push_back(i);
     return r;
   }
@@ -149,7 +149,7 @@ std::vector<std::int64_t> sample_rows(std::int64_t lq, std::int64_t lk, std::int
   for (std::int64_t i : {std::int64_t(0), std::int64_t(1), lq / 2, lq - 2, lq - 1})
     if (i >= 0 && i < lq) s.insert(i);
   std::uniform_int_distribution<std::int64_t> u(0, lq - 1);
-  for (int n = 0; n < 6; ++n) s.insert(u(rng()));
+  for (int n = 0; n < 4; ++n) s.insert(u(rng()));
   return {s.begin(), s.end()};
 }
 
@@ -264,7 +264,10 @@ void run_case(const Case& c, Device dev) {
   const std::vector<int> perm = c.blhd ? std::vector<int>{0, 2, 1, 3} : std::vector<int>{0, 1, 2, 3};
   Strided q = make_strided(c.dt, dev, {c.b, c.hq, c.lq, c.d}, perm, c.pad, true);
   Strided k = make_strided(c.dt, dev, {c.b, c.hkv, c.lk, c.d}, perm, c.pad, true);
-  Strided v = make_strided(c.dt, dev, {c.b, c.hkv, c.lk, c.d}, perm, c.pad + 3, true);
+  // v gets its own row padding: odd on the CPU; on the GPU a multiple of 8 elements (the CUDA
+  // backend moves 16-byte chunks and requires 16-byte aligned strides).
+  const std::int64_t v_pad = c.pad + (dev.kind == DeviceKind::cuda ? 8 : 3);
+  Strided v = make_strided(c.dt, dev, {c.b, c.hkv, c.lk, c.d}, perm, v_pad, true);
   Strided out = make_strided(c.dt, dev, {c.b, c.hq, c.lq, c.d}, perm, c.pad, false);
   Strided lse = make_strided(DType::f32, dev, {c.b, c.hq, c.lq},
                              c.blhd ? std::vector<int>{0, 2, 1} : std::vector<int>{0, 1, 2}, 0, false);
@@ -427,7 +430,7 @@ std::vector<Case> structure_cases(DType dt, const std::vector<std::int64_t>& dim
   for (std::int64_t lq : {1, 2, 5, 16})
     for (bool causal : {false, true}) {
       Case c = base();
-      c.b = 2, c.hq = 16, c.hkv = 2, c.lq = lq, c.lk = 4097, c.causal = causal;
+      c.b = 1, c.hq = 16, c.hkv = 2, c.lq = lq, c.lk = 4097, c.causal = causal;
       cs.push_back(c);
     }
   return cs;
