@@ -26,6 +26,18 @@
 // dtypes: CPU f32 and bf16 (f32 compute); CUDA bf16 and f16 on tensor cores, f32 accumulation.
 // Head dims 64, 96, 128, 256 (CPU: any 1..256). Backend follows the tensors (CUDA: in `stream`,
 // asynchronous).
+//
+// Validation (sixfold::Error naming the argument; nothing is written): ranks and shapes, head
+// dims equal across q/k/v/out, q_heads % kv_heads, dtypes and one device for all tensors, unit
+// last stride and non-negative strides, out/lse overlapping neither each other, themselves nor
+// any input (no in-place attention), causal with window_right > 0, windows < −1, a non-finite
+// scale, cu_seqlens that are not int32 (batch + 1), contiguous, 0 … total and non-decreasing.
+// CUDA also needs 16-byte aligned base pointers and strides that are multiples of 8 elements
+// (every BHLD/BLHD view of a supported head dim is). attention_varlen on CUDA tensors copies the
+// batch + 1 offsets to the host to check them: a synchronous copy, so that call cannot be
+// captured in a CUDA graph (attention and merge_attention_states can).
+// NaN/Inf: finite inputs never give NaN; a NaN in q, k or v makes NaN the rows that read it (a
+// masked key that shares a tile with visible ones may be read).
 #pragma once
 
 #include <cstdint>
