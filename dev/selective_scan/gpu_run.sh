@@ -2,9 +2,10 @@
 # dev/selective_scan/gpu_run.sh LOGDIR [TORCH_SHAPES] — everything the selective scan checks on a
 # Hopper GPU machine, in one go, most important first: build (build-gpu, only the scan's
 # targets), its C++ tests with the GPU required, the CLI bench rows (GPU), the launch-shape
-# sweep, compute-sanitizer memcheck and racecheck on the small CUDA cases, then the Python extension, its
+# sweep, an Nsight Compute profile of the default launch, compute-sanitizer memcheck and
+# racecheck on the small CUDA cases, then the Python extension, its
 # tests and the PyTorch peers (bench/torch_selective_scan.py --shapes TORCH_SHAPES, default 0).
-# Logs land in LOGDIR (7 files); a summary is printed last.
+# Logs land in LOGDIR (8 files); a summary is printed last.
 set -uo pipefail
 out=${1:?usage: dev/selective_scan/gpu_run.sh LOGDIR [TORCH_SHAPES]}
 shapes=${2:-0}
@@ -37,6 +38,13 @@ g++ -std=c++20 -O2 -fopenmp -Iinclude -I/usr/local/cuda/include dev/selective_sc
   build-gpu/libsixfold.a -L/usr/local/cuda/lib64 -lcudart -lcublas -o /tmp/sweep >>"$out/checks.log" 2>&1 &&
   timeout 90 /tmp/sweep >"$out/sweep.txt" 2>&1
 grep -E "default|floor" "$out/sweep.txt"
+
+stamp "ncu (default launch, first shape)"
+ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+timeout 120 "$ncu_bin" --clock-control none --section SpeedOfLight --section WarpStateStats \
+  --section SchedulerStats --section Occupancy --section InstructionStats --section LaunchStats \
+  -k regex:selective_scan_chunked -c 1 /tmp/sweep --once >"$out/ncu.txt" 2>&1
+grep -E "Stall|Issued|Eligible|Achieved Occupancy|Registers|Executed Ipc|Warp Cycles Per Issued" "$out/ncu.txt" | head -30
 
 stamp "memcheck (small CUDA cases)"
 SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 \

@@ -1,7 +1,10 @@
 // dev/selective_scan/sweep_launch.cpp — times src/cuda/selective_scan.cu's fused kernel over its
 // launch shapes (channels per warp × warps per block) on the bench shapes of the issue, f32,
 // Mamba's configuration (input-dependent B/C, one group, D, z, delta_bias + softplus), and prints
-// each against the exp and copy-bandwidth ceilings. The default launch is marked '*'.
+// each against the exp and copy-bandwidth ceilings, for the kernel's compile-time variants
+// (variant 0 = the library's (K, S) = (8, 2); 1..4 = (16, 1), (8, 4), (16, 2), (4, 4)), with the
+// largest difference from the default launch's output on a sample of it (a correctness check).
+// `sweep --once` runs the default launch on the first shape once (for a profiler).
 //
 // Build and run on a GPU machine, after scripts/gpu_quick.sh sixfold (build-gpu/libsixfold.a):
 //   g++ -std=c++20 -O2 -fopenmp -Iinclude -I/usr/local/cuda/include dev/selective_scan/sweep_launch.cpp \
@@ -12,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../../src/ops/selective_scan_entries.hpp"
@@ -56,8 +60,17 @@ double time_ms(const SelectiveScanArgs& a, detail::SelectiveScanLaunch l) {
 
 }  // namespace
 
-int main() {
-  const Ceilings ceil = machine_ceilings(true);
+std::vector<float> sample(const void* out, std::int64_t numel) {  // first and last 1M elements
+  const std::int64_t m = std::min<std::int64_t>(numel, 1 << 20);
+  std::vector<float> h(static_cast<std::size_t>(2 * m));
+  copy_bytes(h.data(), Device::cpu(), out, Device::cuda(0), m * 4);
+  copy_bytes(h.data() + m, Device::cpu(), static_cast<const float*>(out) + (numel - m), Device::cuda(0), m * 4);
+  return h;
+}
+
+int main(int argc, char** argv) {
+  const bool once = argc > 1 && std::string(argv[1]) == "--once";
+  const Ceilings ceil = machine_ceilings(!once);
   if (!ceil.gpu) { std::fprintf(stderr, "no GPU\n"); return 1; }
   const double bw = ceil.gpu->copy_gbps * 1e9, ex = ceil.gpu->exp_gops * 1e9;
   std::printf("%s: copy %.0f GB/s, exp %.0f G/s\n", ceil.gpu->name.c_str(), bw / 1e9, ex / 1e9);
@@ -78,22 +91,36 @@ int main() {
     a.var_B = a.var_C = true; a.B = B.get(); a.C = C.get();
     for (auto* st : {a.B_stride, a.C_stride}) { st[0] = s.n * s.len; st[1] = s.n * s.len; st[2] = s.len; }
     a.delta_softplus = true;
+    if (once) {
+      detail::selective_scan_cuda_launch(a, 0, {}, {});
+      synchronize(Device::cuda(0));
+      return 0;
+    }
     const double bytes = 4.0 * (4.0 * double(numel) + 2.0 * double(bc));
     const double floor_ms = 1e3 * std::max(bytes / bw, double(numel) * double(s.n) / ex);
     const double def_ms = time_ms(a, {});
+    const std::vector<float> ref = sample(out.get(), numel);
     std::printf("b%lld L%lld d%lld n%lld: floor %.4f ms (mem %.4f, exp %.4f); default %.4f ms = %.1f%% of roofline\n",
                 (long long)s.batch, (long long)s.len, (long long)s.d, (long long)s.n, floor_ms,
                 1e3 * bytes / bw, 1e3 * double(numel) * double(s.n) / ex, def_ms, 100.0 * floor_ms / def_ms);
-    for (int cw : {8, 16, 32})
-      for (int w : {1, 2, 4, 8}) {
-        try {
-          const double ms = time_ms(a, {cw, w});
-          std::printf("  cw %2d warps %d: %.4f ms  %.1f%% of roofline  %.0f GB/s\n", cw, w, ms,
-                      100.0 * floor_ms / ms, bytes / (ms * 1e-3) / 1e9);
-        } catch (const std::exception& e) {
-          std::printf("  cw %2d warps %d: %s\n", cw, w, e.what());
+    for (int v = 0; v <= 4; ++v)
+      for (int cw : {8, 16, 32})
+        for (int w : {1, 2, 4, 8}) {
+          try {
+            const double ms = time_ms(a, {cw, w, v});
+            const std::vector<float> got = sample(out.get(), numel);
+            double diff = 0, mx = 0;
+            for (std::size_t i = 0; i < got.size(); ++i) {
+              diff = std::max(diff, double(std::fabs(got[i] - ref[i])));
+              mx = std::max(mx, double(std::fabs(ref[i])));
+              if (std::isnan(got[i])) diff = INFINITY;
+            }
+            std::printf("  variant %d cw %2d warps %d: %.4f ms  %.1f%% of roofline  %.0f GB/s  diff %.1e\n", v, cw, w,
+                        ms, 100.0 * floor_ms / ms, bytes / (ms * 1e-3) / 1e9, diff / mx);
+          } catch (const std::exception& e) {
+            std::printf("  variant %d cw %2d warps %d: %s\n", v, cw, w, e.what());
+          }
         }
-      }
     std::fflush(stdout);
   }
   return 0;

@@ -44,13 +44,16 @@ using parallel::cuda::check_cuda;
 using Map = algebra::AffineMap<float>;
 constexpr const char* kWhere = "sixfold::selective_scan (cuda)";
 
-// The kernel's fixed shape; the launch shape (Cw, W) is chosen per call (choose_launch).
-struct ScanTraits {
-  static constexpr int kItems = 8;      // consecutive steps per thread and chunk
-  static constexpr int kStates = 2;     // states per scan round (2·S·K registers of (a, b))
-  static constexpr int kMaxWarps = 8;
-  static constexpr int kMaxThreads = kMaxWarps * 32;
+// The kernel's compile-time shape (the launch shape (Cw, W) is chosen per call, choose_launch):
+// K consecutive steps per thread and chunk, S states per scan round (2·S·K registers hold the
+// round's (a, b) pairs), at least kMinBlocks blocks of 256 threads per SM (register cap).
+template <int K_, int S_, int kMinBlocks_>
+struct ScanConfig {
+  static constexpr int kItems = K_, kStates = S_, kMinBlocks = kMinBlocks_;
 };
+// (8, 2, 2): 128 registers, no spills; see docs/perf/selective_scan.md for the variants tried.
+using DefaultConfig = ScanConfig<8, 2, 2>;
+constexpr int kMaxWarps = 8, kMaxThreads = kMaxWarps * 32;
 
 // ---- elements --------------------------------------------------------------------------------
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -66,6 +69,10 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x on the SFU; 2^(−large)
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 __device__ __forceinline__ bool aligned16(const void* p) {
@@ -128,29 +135,38 @@ struct Shape {
 // the global-load latency hides behind a round of exponentials).
 struct SmemLayout {
   int carry, totals, tiles, words;
-  __host__ __device__ SmemLayout(int n, int cw, int warps, int chunk) {
+  __host__ __device__ SmemLayout(int n, int cw, int warps, int chunk, int states) {
     carry = 0;
     totals = 2 * n * cw;
-    tiles = totals + 2 * warps * ScanTraits::kStates * cw * 2;
-    words = tiles + 3 * 2 * ScanTraits::kStates * chunk;
+    tiles = totals + 2 * warps * states * cw * 2;
+    words = tiles + 3 * 2 * states * chunk;
   }
 };
 
-template <class T, bool kVarB, bool kVarC>
+template <class T, bool kVarB, bool kVarC, class Cfg>
 struct TileLoader {
-  static constexpr int S = ScanTraits::kStates;
-  static constexpr int kRegs = S * ScanTraits::kItems / 8;  // per thread and matrix, Cw ≥ 8
+  static constexpr int S = Cfg::kStates;
+  static constexpr int kRegs = S * Cfg::kItems / 8;  // per thread and matrix, Cw ≥ 8
   float b[kRegs], c[kRegs];
-  // Round (chunk t0, states s0..s0+S−1) of B and C: element i = j·chunk + t of the (S, chunk) tile.
-  __device__ __forceinline__ void load(const T* B_rows, std::int64_t b_s, const T* C_rows, std::int64_t c_s,
-                                       std::int64_t t0, int s0, int n, std::int64_t len, int chunk) {
+  int jr[kRegs], tr[kRegs];  // this thread's elements of the (S, chunk) tile, fixed per launch
+  __device__ __forceinline__ explicit TileLoader(int chunk) {
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) {
       const int i = threadIdx.x + r * blockDim.x;
-      const int j = i / chunk, t = i - j * chunk, s = min(s0 + j, n - 1);
-      const bool ok = j < S && t0 + t < len;
-      if constexpr (kVarB) b[r] = ok ? to_f32(B_rows[s * b_s + t0 + t]) : 0.0f;
-      if constexpr (kVarC) c[r] = ok ? to_f32(C_rows[s * c_s + t0 + t]) : 0.0f;
+      jr[r] = i / chunk;
+      tr[r] = i - jr[r] * chunk;
+    }
+  }
+  // Round (chunk t0, states s0..s0+S−1) of B and C: element i = j·chunk + t of the (S, chunk) tile.
+  __device__ __forceinline__ void load(const T* B_rows, std::int64_t b_s, const T* C_rows, std::int64_t c_s,
+                                       std::int64_t t0, int s0, int n, std::int64_t len) {
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) {
+      const int s = min(s0 + jr[r], n - 1);
+      const std::int64_t t = t0 + tr[r];
+      const bool ok = jr[r] < S && t < len;
+      if constexpr (kVarB) b[r] = ok ? to_f32(B_rows[s * b_s + t]) : 0.0f;
+      if constexpr (kVarC) c[r] = ok ? to_f32(C_rows[s * c_s + t]) : 0.0f;
     }
   }
   __device__ __forceinline__ void store(float* tile, int chunk) const {  // tile: (2, S, chunk)
@@ -173,14 +189,16 @@ __device__ __forceinline__ void read_tile(const float* p, float (&v)[K]) {  // 1
   }
 }
 
-template <class T, bool kVarB, bool kVarC>
-__global__ void __launch_bounds__(ScanTraits::kMaxThreads, 2)
+// kSharedTile: every block's channels read one B/C group (the host checked), so B and C always
+// come from the shared tiles and the per-thread fallback is compiled out.
+template <class T, bool kVarB, bool kVarC, class Cfg, bool kSharedTile>
+__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks)
 selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
-  constexpr int K = ScanTraits::kItems, S = ScanTraits::kStates;
+  constexpr int K = Cfg::kItems, S = Cfg::kStates;
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ float smem[];
   const int n = int(a.n), cw = sh.cw, chunk_len = sh.chunk;
-  const SmemLayout lay(n, cw, sh.warps, chunk_len);
+  const SmemLayout lay(n, cw, sh.warps, chunk_len, S);
   float* carry = smem + lay.carry;                                      // (2, n, Cw)
   Map* totals = reinterpret_cast<Map*>(smem + lay.totals);              // (2, W, S, Cw)
   float* tiles = smem + lay.tiles;                                      // (3, 2, S, chunk)
@@ -208,7 +226,7 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
   T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + cc * a.out_stride[1] + start;
   const T* B_tile_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g0 * a.B_stride[1] + start : nullptr;
   const T* C_tile_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g0 * a.C_stride[1] + start : nullptr;
-  const bool shared_tile = (c0 + cw <= a.d ? c0 + cw - 1 : a.d - 1) / per_group == g0;
+  const bool shared_tile = kSharedTile || (c0 + cw <= a.d ? c0 + cw - 1 : a.d - 1) / per_group == g0;
   const float* A_row = a.A + cc * n;
   const float* Bfix = kVarB ? nullptr : static_cast<const float*>(a.B) + cc * n;
   const float* Cfix = kVarC ? nullptr : static_cast<const float*>(a.C) + cc * n;
@@ -223,9 +241,9 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
   if (len == 0 && a.final_state && threadIdx.x < cw && active)
     for (int s = 0; s < n; ++s)
       a.final_state[(b * a.d + c) * n + s] = a.initial_state ? a.initial_state[(b * a.d + c) * n + s] : 0.0f;
-  TileLoader<T, kVarB, kVarC> next;
+  TileLoader<T, kVarB, kVarC, Cfg> next(chunk_len);
   if constexpr (kVarB || kVarC) {
-    next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], 0, 0, n, len, chunk_len);
+    next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], 0, 0, n, len);
     next.store(tiles, chunk_len);
   }
   __syncthreads();
@@ -250,6 +268,21 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         y[k] = Dv * u[k];
       }
     }
+    // Warm L2 with the next chunk's inputs, so its loads wait on L2 rather than on DRAM.
+    if (t0 + chunk_len < len) {
+      const std::int64_t tn = ti + chunk_len;
+      prefetch_l2(u_row + tn);
+      prefetch_l2(dt_row + tn);
+      if (z_row) prefetch_l2(z_row + tn);
+      if constexpr (kVarB || kVarC) {
+        const int lines = (chunk_len * int(sizeof(T)) + 127) / 128;  // 128-byte lines per row
+        for (int i = threadIdx.x; i < 2 * n * lines; i += blockDim.x) {
+          const int m = i / (n * lines), s = (i / lines) % n, l = i % lines;
+          const T* row = m == 0 ? B_tile_rows + s * a.B_stride[2] : C_tile_rows + s * a.C_stride[2];
+          if ((m == 0 && kVarB) || (m == 1 && kVarC)) prefetch_l2(row + t0 + chunk_len + l * (128 / int(sizeof(T))));
+        }
+      }
+    }
     const float* carry_in = carry + (chunk & 1) * n * cw;
     float* carry_out = carry + ((chunk + 1) & 1) * n * cw;
     for (int s0 = 0; s0 < n; s0 += S, ++round) {
@@ -260,8 +293,7 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         const bool more_states = s0 + S < n;
         const std::int64_t nt0 = more_states ? t0 : t0 + chunk_len;
         if (nt0 < len)
-          next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], nt0, more_states ? s0 + S : 0, n, len,
-                    chunk_len);
+          next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], nt0, more_states ? s0 + S : 0, n, len);
       }
       float av[S][K], bv[S][K];
       Map incl[S];
@@ -272,7 +304,7 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         float Bk[K];
         if constexpr (kVarB) {
           if (shared_tile) read_tile<K>(tile + j * chunk_len + seg * K, Bk);
-          else load_items<T, K>(B_tile_rows + (g - g0) * a.B_stride[1] + s * a.B_stride[2] + ti, valid, Bk, 0.0f);
+          else if constexpr (!kSharedTile) load_items<T, K>(B_tile_rows + (g - g0) * a.B_stride[1] + s * a.B_stride[2] + ti, valid, Bk, 0.0f);
         }
         Map m = affine.identity();
 #pragma unroll
@@ -305,7 +337,7 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
         float Ck[K];
         if constexpr (kVarC) {
           if (shared_tile) read_tile<K>(tile + (S + j) * chunk_len + seg * K, Ck);
-          else load_items<T, K>(C_tile_rows + (g - g0) * a.C_stride[1] + s * a.C_stride[2] + ti, valid, Ck, 0.0f);
+          else if constexpr (!kSharedTile) load_items<T, K>(C_tile_rows + (g - g0) * a.C_stride[1] + s * a.C_stride[2] + ti, valid, Ck, 0.0f);
         }
         const bool real = s0 + j < n;
 #pragma unroll
@@ -408,9 +440,10 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+template <class Cfg>
 std::size_t smem_bytes(int n, int cw, int warps) {
-  const int chunk = warps * (32 / cw) * ScanTraits::kItems;
-  return std::size_t(SmemLayout(n, cw, warps, chunk).words) * sizeof(float);
+  const int chunk = warps * (32 / cw) * Cfg::kItems;
+  return std::size_t(SmemLayout(n, cw, warps, chunk, Cfg::kStates).words) * sizeof(float);
 }
 
 int sm_count(int device) {
@@ -439,33 +472,46 @@ SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, Select
       }
     }
   }
-  while (l.channels_per_warp > 8 && smem_bytes(int(a.n), l.channels_per_warp, l.warps) > 48 * 1024)
+  while (l.channels_per_warp > 8 && smem_bytes<DefaultConfig>(int(a.n), l.channels_per_warp, l.warps) > 40 * 1024)
     l.channels_per_warp /= 2;
   return l;
 }
 
-template <class T, bool kVarB, bool kVarC>
+template <class T, bool kVarB, bool kVarC, class Cfg, bool kSharedTile = false>
 void launch_scan(const SelectiveScanArgs& a, cudaStream_t stream, SelectiveScanLaunch l) {
   Shape sh;
   sh.cw = l.channels_per_warp;
   sh.warps = l.warps;
   sh.segs = l.warps * (32 / sh.cw);
-  sh.chunk = sh.segs * ScanTraits::kItems;
+  sh.chunk = sh.segs * Cfg::kItems;
   const std::int64_t channel_blocks = (a.d + sh.cw - 1) / sh.cw;
   const std::int64_t blocks = a.batch * channel_blocks;
   if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel-group) blocks for one launch");
-  selective_scan_chunked<T, kVarB, kVarC><<<unsigned(blocks), unsigned(l.warps * 32),
-                                            smem_bytes(int(a.n), sh.cw, l.warps), stream>>>(
-      a, sh, int(channel_blocks));
+  const std::size_t smem = smem_bytes<Cfg>(int(a.n), sh.cw, l.warps);
+  if (smem > 48 * 1024) throw_error(kWhere, "launch shape needs more than 48 KB of shared memory for this d_state");
+  selective_scan_chunked<T, kVarB, kVarC, Cfg, kSharedTile>
+      <<<unsigned(blocks), unsigned(l.warps * 32), smem, stream>>>(a, sh, int(channel_blocks));
   check_cuda(cudaGetLastError(), kWhere);
 }
 
 template <class T>
 void launch_scan_bc(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l) {
-  if (a.var_B && a.var_C) launch_scan<T, true, true>(a, s, l);
-  else if (a.var_B) launch_scan<T, true, false>(a, s, l);
-  else if (a.var_C) launch_scan<T, false, true>(a, s, l);
-  else launch_scan<T, false, false>(a, s, l);
+  // Mamba's case (input-dependent B and C) gets a kernel without the per-thread B/C fallback
+  // when the launch's channel groups never straddle two B/C groups.
+  const bool shared = (a.d / a.groups) % l.channels_per_warp == 0;
+  if constexpr (std::is_same_v<T, float>) {  // dev variants (dev/selective_scan/sweep_launch.cpp)
+    if (a.var_B && a.var_C && shared && l.variant > 0) {
+      if (l.variant == 1) return launch_scan<T, true, true, ScanConfig<16, 1, 2>, true>(a, s, l);
+      if (l.variant == 2) return launch_scan<T, true, true, ScanConfig<8, 4, 1>, true>(a, s, l);
+      if (l.variant == 3) return launch_scan<T, true, true, ScanConfig<16, 2, 1>, true>(a, s, l);
+      if (l.variant == 4) return launch_scan<T, true, true, ScanConfig<4, 4, 2>, true>(a, s, l);
+    }
+  }
+  if (a.var_B && a.var_C && shared) launch_scan<T, true, true, DefaultConfig, true>(a, s, l);
+  else if (a.var_B && a.var_C) launch_scan<T, true, true, DefaultConfig>(a, s, l);
+  else if (a.var_B) launch_scan<T, true, false, DefaultConfig>(a, s, l);
+  else if (a.var_C) launch_scan<T, false, true, DefaultConfig>(a, s, l);
+  else launch_scan<T, false, false, DefaultConfig>(a, s, l);
 }
 
 }  // namespace
@@ -475,12 +521,10 @@ void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream s
   if (launch.channels_per_warp != 0 && launch.channels_per_warp != 8 &&
       launch.channels_per_warp != 16 && launch.channels_per_warp != 32)
     throw_error(kWhere, "channels_per_warp must be 8, 16 or 32");
-  if (launch.warps < 0 || launch.warps > ScanTraits::kMaxWarps)
+  if (launch.warps < 0 || launch.warps > kMaxWarps)
     throw_error(kWhere, "warps must be 1..8");
   DeviceGuard guard(device);
   const SelectiveScanLaunch l = choose_launch(a, device, launch);
-  if (smem_bytes(int(a.n), l.channels_per_warp, l.warps) > 48 * 1024)
-    throw_error(kWhere, "launch shape needs more than 48 KB of shared memory for this d_state");
   const auto s = static_cast<cudaStream_t>(stream.handle);
   switch (a.dtype) {
     case DType::f32: return launch_scan_bc<float>(a, s, l);

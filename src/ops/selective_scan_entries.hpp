@@ -18,6 +18,7 @@ void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream st
 struct SelectiveScanLaunch {
   int channels_per_warp = 0;  // 8, 16 or 32
   int warps = 0;              // 1..8
+  int variant = 0;            // dev: 0 the library's kernel; 1..4 other (K, S) (f32, input-dependent B/C)
 };
 void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
                                 SelectiveScanLaunch launch);
