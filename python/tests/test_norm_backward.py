@@ -161,9 +161,10 @@ def test_torch_backward_and_add_norm_against_autograd(shape):
     for kind in ("rms", "layer", "softmax"):
         grads = {}
         for dt in (torch.float64, torch.bfloat16):
-            xa = x.to(dt).requires_grad_()
-            wa = w.to(dt).requires_grad_()
-            ba = b.to(dt).requires_grad_()
+            # fresh leaves (x.to(x.dtype) would return x itself and mark it as requiring grad)
+            xa = x.detach().to(dt).clone().requires_grad_()
+            wa = w.detach().to(dt).clone().requires_grad_()
+            ba = b.detach().to(dt).clone().requires_grad_()
             if kind == "rms":
                 out = F.rms_norm(xa, (n,), wa, 1e-6)
             elif kind == "layer":

@@ -181,16 +181,26 @@ __device__ __forceinline__ void store_partial(float* part, int p, const float (&
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// The "memory" clobber keeps the compiler from moving the stage's shared-memory reads above it.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 template <class T, int W>
 inline constexpr bool kPipelined = W * int(sizeof(T)) == 16;
+
+// Staging in bwd_rows_regs too: off. H200, bf16 (CLI bench, same build otherwise): staged rows
+// made rms_norm_backward 16384x8192 0.377 -> 0.595 ms and 65536x1024 0.243 -> 0.293 ms (layer
+// norm alike; softmax 5% slower); where many rows stream through one persistent block the
+// plain loads did better. The long-row coefficient pass keeps it (softmax 32x1048576 0.140 ->
+// 0.117 ms).
+constexpr bool kRegsStaged = false;
 // Rows in flight per block: 3 for 16-bit dtypes (96 KB of stages at 512 threads), 2 for f32.
 template <class T>
 inline constexpr int kStages = sizeof(T) == 2 ? 3 : 2;
@@ -240,8 +250,8 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
   __shared__ Sums<1> s1[2][32];
   __shared__ Sums<2> s2[2][32];
   __shared__ Sums<3> s3[2][32];
-  extern __shared__ uint4 stage_words[];  // kPipelined: (kStages, 2, S, p, W) elements of T
-  constexpr bool kPipe = kPipelined<T, W>;
+  extern __shared__ uint4 stage_words[];  // kPipe: (kStages, 2, S, p, W) elements of T
+  constexpr bool kPipe = kRegsStaged && kPipelined<T, W>;
   constexpr int kSt = kStages<T>;
   T* stages = reinterpret_cast<T*>(stage_words);
   const int t = threadIdx.x, p = blockDim.x, n = int(a.x.n), rem = n - t * W;
@@ -515,27 +525,31 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
   }
 }
 
-// out[i] = Σ_g part[g·n + i], rounded to G. Block (32 columns, kReduceSlices slices): slice j
-// sums groups j, j + kReduceSlices, ... in order, then slice 0 adds the slices in order — a fixed
-// order, and 16 loads in flight per column instead of one long dependent chain. (One thread per
-// column summing 1056 groups of 65536×1024 kept 4 SMs busy for ~0.1 ms.)
-constexpr int kReduceSlices = 16;
+// out[i] = Σ_g part[g·n + i], rounded to G. Block (32 columns, `slices` slices): slice j sums
+// groups j, j + slices, ... in order, then slice 0 adds the slices in order — a fixed order
+// (slices is a function of the group count), with up to 16 loads in flight per column instead
+// of one long dependent chain (one thread per column summing 1056 groups of 65536×1024 kept 4
+// SMs busy), and no idle slices when there are few groups (32×1048576 has 2).
+constexpr int kMaxReduceSlices = 16;
+
+inline int reduce_slices(std::int64_t groups) {
+  return int(std::clamp<std::int64_t>(groups / 8, 1, kMaxReduceSlices));
+}
 
 template <class G>
-__global__ void __launch_bounds__(32 * kReduceSlices)
-bwd_grad_reduce(const float* part, std::int64_t groups, std::int64_t n, G* out) {
-  __shared__ float slice_sums[kReduceSlices][33];
+__global__ void __launch_bounds__(32 * kMaxReduceSlices)
+bwd_grad_reduce(const float* part, std::int64_t groups, std::int64_t n, int slices, G* out) {
+  __shared__ float slice_sums[kMaxReduceSlices][33];
   const int c = threadIdx.x & 31, j = threadIdx.x >> 5;
   const std::int64_t i = std::int64_t(blockIdx.x) * 32 + c;
   float s = 0.f;
   if (i < n)
-    for (std::int64_t g = j; g < groups; g += kReduceSlices) s += part[g * n + i];
+    for (std::int64_t g = j; g < groups; g += slices) s += part[g * n + i];
   slice_sums[j][c] = s;
   __syncthreads();
   if (j == 0 && i < n) {
     float t = 0.f;
-#pragma unroll
-    for (int k = 0; k < kReduceSlices; ++k) t += slice_sums[k][c];
+    for (int k = 0; k < slices; ++k) t += slice_sums[k][c];
     out[i] = from_f32<G>(t);
   }
 }
@@ -589,13 +603,13 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
                   std::int64_t groups, cudaStream_t stream) {
   const std::int64_t n = a.x.n;
   const auto blocks = unsigned(ceil_div(n, 32));
-  constexpr int kThreads = 32 * kReduceSlices;
+  const int slices = reduce_slices(groups), threads = 32 * slices;
   for (auto [part, dst] : {std::pair{part_w, a.dweight}, std::pair{part_b, a.dbias}}) {
     if (!dst) continue;
     if (a.grad_dtype == DType::f32)
-      bwd_grad_reduce<float><<<blocks, kThreads, 0, stream>>>(part, groups, n, static_cast<float*>(dst));
+      bwd_grad_reduce<float><<<blocks, threads, 0, stream>>>(part, groups, n, slices, static_cast<float*>(dst));
     else
-      bwd_grad_reduce<T><<<blocks, kThreads, 0, stream>>>(part, groups, n, static_cast<T*>(dst));
+      bwd_grad_reduce<T><<<blocks, threads, 0, stream>>>(part, groups, n, slices, static_cast<T*>(dst));
     check_cuda(cudaGetLastError(), kWhere);
   }
 }
@@ -614,9 +628,10 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   if (n <= kRegsThreads * SR * W) {
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
     const auto kernel = bwd_rows_regs<T, K, SR, W>;
+    constexpr bool kStaged = kRegsStaged && kPipelined<T, W>;
     const std::size_t smem =
-        kPipelined<T, W> ? std::size_t(kStages<T>) * 2 * SR * W * threads * sizeof(T) : 0;
-    if (kPipelined<T, W>) {
+        kStaged ? std::size_t(kStages<T>) * 2 * SR * W * threads * sizeof(T) : 0;
+    if (kStaged) {
       static std::atomic<std::uint64_t> configured{0};
       const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
       if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
