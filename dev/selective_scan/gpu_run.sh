@@ -36,7 +36,7 @@ cat "$out/bench_cuda.txt"
 stamp "launch sweep"
 g++ -std=c++20 -O2 -fopenmp -Iinclude -I/usr/local/cuda/include dev/selective_scan/sweep_launch.cpp \
   build-gpu/libsixfold.a -L/usr/local/cuda/lib64 -lcudart -lcublas -o /tmp/sweep >>"$out/checks.log" 2>&1 &&
-  timeout 150 /tmp/sweep >"$out/sweep.txt" 2>  timeout 90 /tmp/sweep >"$out/sweep.txt" 2>&11
+  timeout 150 /tmp/sweep >"$out/sweep.txt" 2>&1
 grep -E "default|floor" "$out/sweep.txt"
 
 stamp "ncu (default launch, first shape)"
