@@ -272,7 +272,7 @@ struct Item {
 
 // Per-thread scratch, sized for M = 64 lanes.
 struct Scratch {
-  explicit Scratch(std::int64_t d) {
+  explicit Scratch(std::int64_t d) : head_dim(d) {
     const std::int64_t m = 4 * kLanes, bk = kTuning.block_k;
     const std::int64_t n = d * m * 2 + bk * m + 2 * bk * d + 8 * m + d;
     mem = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, std::size_t((n * 4 + 127) / 64 * 64))),
@@ -289,8 +289,17 @@ struct Scratch {
     row = p;
   }
   std::shared_ptr<float> mem;
+  std::int64_t head_dim;
   float *qt, *ot, *st, *kbuf, *vbuf, *m_run, *l_run, *alpha, *row;
 };
+
+// The calling thread's scratch, kept between calls (OpenMP threads persist): a fresh one per call
+// cost its page faults every time (1% of a seq-2048 call, more for decoding).
+Scratch& thread_scratch(std::int64_t d) {
+  thread_local std::unique_ptr<Scratch> s;
+  if (!s || s->head_dim < d) s = std::make_unique<Scratch>(d);
+  return *s;
+}
 
 // Widens rows [j0, j0 + n) of a K or V head to f32 (f32 inputs are used in place).
 const float* rows_f32(const AttentionArgs& a, const char* head, std::int64_t stride, std::int64_t j0,
@@ -505,7 +514,7 @@ void attention_cpu(const AttentionArgs& a) {
   const bool parallel = items.size() > 1 && work * double(d) > 1e5;
 #pragma omp parallel if (parallel)
   {
-    Scratch w(d);
+    Scratch& w = thread_scratch(d);
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t n = 0; n < items.size(); ++n) {
       const Item& it = items[n];
