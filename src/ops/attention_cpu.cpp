@@ -353,8 +353,10 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
       continue;
     }
     const std::int64_t r = it.r0 + l, i = r / g, h = it.kvh * g + r % g;
-    load_row(a.dtype, s.q + (h * a.q_stride[1] + i * a.q_stride[2]) * es, w.row, d);
-    for (std::int64_t c = 0; c < d; ++c) w.qt[c * M + l] = w.row[c] * a.scale;
+    const char* src = s.q + (h * a.q_stride[1] + i * a.q_stride[2]) * es;
+    const float* row = reinterpret_cast<const float*>(src);  // f32: read in place
+    if (a.dtype != DType::f32) load_row(a.dtype, src, w.row, d), row = w.row;
+    for (std::int64_t c = 0; c < d; ++c) w.qt[c * M + l] = row[c] * a.scale;
     const KeyRange kr = visible(a, i, s.lq, s.lk);
     lo[l] = kr.lo, hi[l] = kr.hi;
   }
