@@ -321,8 +321,8 @@ TEST(NormBackward, CudaMatchesReference) {
 // Two calls on the same inputs give identical bits (dx, dweight, dbias): the row groups and the
 // order of every reduction are fixed.
 void check_determinism(Device dev) {
-  for (const BwdCase& c : {BwdCase{NormKind::layer, DType::f32, 3000, 1024},
-                           BwdCase{NormKind::rms, DType::bf16, 2000, 4096, true, true},
+  for (const BwdCase& c : {BwdCase{NormKind::layer, DType::f32, 3000, 512},
+                           BwdCase{NormKind::rms, DType::bf16, 600, 4096, true, true},
                            BwdCase{NormKind::layer, DType::bf16, 24, 50000, true, true}}) {
     SCOPED_TRACE(std::string(kind_name(c.kind)) + " " + std::to_string(c.rows) + "x" +
                  std::to_string(c.n) + " on " + to_string(dev));
@@ -362,11 +362,9 @@ TEST(AddNorm, BadInputIsRejectedAndNothingWritten) {
   auto shifted = ty;
   shifted.data = y.data() + 1;
   shifted.shape.dims[0] = 3;
-  auto shifted_s = v(s, {3, 6});
   auto tx3 = v(x, {3, 6}), tr3 = v(r, {3, 6});
   expect_error([&] { add_rms_norm(tx3, tr3, TensorView{}, v(y, {3, 6}), shifted); },
                "argument 'sum_out': expected memory that does not partly overlap 'out'");
-  (void)shifted_s;
   for (float e : y) ASSERT_TRUE(std::isnan(e));
   for (float e : s) ASSERT_TRUE(std::isnan(e));
   for (float e : r) ASSERT_EQ(e, 1.0f);
