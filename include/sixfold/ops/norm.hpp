@@ -69,9 +69,11 @@ void add_layer_norm(const TensorView& x, const TensorView& residual, const Tenso
 
 // Backward passes. dy and x (or y) have the same shape and dtype; dx is written with that shape
 // (it may alias dy or x exactly). dweight / dbias: (n), the dtype of x or f32, optional (absent:
-// not computed; dweight requires weight). params.eps must be the forward's. CUDA: allocates a
-// stream-ordered workspace (cudaMallocAsync) for the per-group partials when dweight/dbias are
-// requested or rows are long (> 8192 elements).
+// not computed; dweight requires weight). params.eps must be the forward's. CUDA: takes a
+// stream-ordered workspace (per-group partials of dweight/dbias; row statistics of rows longer
+// than 8192 elements) from sixfold's own memory pool on the device, created on first use and
+// keeping its memory for later calls; the first call on a device creates that pool, so make it
+// outside CUDA-graph capture.
 void rms_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
                        const TensorView& dx, const TensorView& dweight, NormParams params = {},
                        Stream stream = {});
