@@ -557,9 +557,10 @@ bwd_grad_reduce(const float* part, std::int64_t groups, std::int64_t n, int slic
 // ---- Host side -------------------------------------------------------------------------------
 
 // sixfold's own stream-ordered memory pool on `device`, created on first use, that keeps freed
-// memory (release threshold: unlimited) so that later calls reuse it without mapping pages again.
-// The device's default pool returns memory at every synchronization, and re-mapping it cost more
-// than the kernels on small shapes. Its own pool leaves the caller's default-pool settings alone.
+// memory (release threshold: unlimited) so that later calls reuse it without mapping pages again
+// (the device's default pool, threshold 0, returns its memory at every synchronization). Not
+// measured on its own: run B in docs/perf/norm.md changed it together with other things. A pool
+// of its own leaves the caller's default-pool settings alone.
 cudaMemPool_t workspace_pool(int device) {
   static std::mutex mu;
   static cudaMemPool_t pools[64] = {};
