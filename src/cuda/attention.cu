@@ -289,13 +289,12 @@ void run(const Problem& p, const AttentionArgs& a, int device, cudaStream_t stre
   if (kernel == Kernel::automatic)
     kernel = p.q_len <= 16 ? Kernel::decode
              : D == 96   ? Kernel::prefill_mma
-             : D == 256  ? Kernel::prefill_wgmma
-                         : Kernel::prefill_wgmma_tma;  // falls back to ping-pong for varlen
+                         : Kernel::prefill_wgmma_tma;  // varlen: ping-pong (D 64/128), wgmma (256)
   switch (kernel) {
     case Kernel::decode: return run_decode<T, D>(p, device, stream, splits);
     case Kernel::prefill_mma: return run_prefill_mma<T, D>(p, stream, device);
     case Kernel::prefill_wgmma_tma:
-      if constexpr (D == 64 || D == 128)
+      if constexpr (D != 96)
         if (run_prefill_tma<T, D>(p, a, stream, device)) return;
       [[fallthrough]];
     case Kernel::prefill_wgmma_pp:

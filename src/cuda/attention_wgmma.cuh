@@ -441,8 +441,10 @@ struct TmaMaps {
 };
 
 template <int D> struct PrefillTmaTraits {
-  static_assert(D == 64 || D == 128, "TMA path: head dims 64, 128");
-  static constexpr int kBM = 128, kBN = 128, kStages = 3;
+  static_assert(D == 64 || D == 128 || D == 256, "TMA path: head dims 64, 128, 256");
+  static constexpr int kBM = 128;
+  static constexpr int kBN = D <= 128 ? 128 : 64;    // D=256: S 32 + O 128 f32 registers
+  static constexpr int kStages = D <= 128 ? 3 : 2;   // D=256: Q 64 KB + 2 × (K, V) 128 KB
   static constexpr int kConsumers = 256, kThreads = kConsumers + 128;
   static constexpr int kQBytes = kBM * D * 2, kKVBytes = kBN * D * 2;
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
