@@ -1,0 +1,411 @@
+// dev/selective_scan/v1_global_bc.cu — version 1 of src/cuda/selective_scan.cu (commit af42bfe), kept
+// for comparison: B and C loaded per thread from global memory inside every state round (two
+// global-load latencies per round on the critical path). H200, f32 Mamba config:
+// b1 L2048 d4096 n16 0.344 ms (9.8% of roofline), b8 L4096 d2048 n16 2.592 ms (10.4%),
+// b4 L8192 d1536 n64 9.674 ms (8.3%). To run it, copy it over src/cuda/selective_scan.cu and
+// build with scripts/gpu_quick.sh (same entry points); docs/perf/selective_scan.md has the log.
+
+// src/cuda/selective_scan.cu — Mamba's selective scan in one fused kernel, and its decoding step.
+//
+//   h_t = exp(Δ_t·A)·h_{t−1} + Δ_t·B_t·u_t  (per state s < n),  y_t = Σ_s C_t·h_t + D·u_t,
+//   out_t = y_t·silu(z_t)
+//
+// Each step is the affine map h -> a·h + b, and affine maps compose associatively (Affine in
+// algebra/instances.hpp), so a sequence is cut into time segments that are folded in parallel
+// and joined by composing their maps (associativity); every input element is read once, the
+// state never leaves the chip, out is written once (locality).
+//
+// Layout of a block (channels_per_warp = Cw ∈ {8, 16, 32}, W warps):
+//   lane = (time segment within the warp) · Cw + channel; segment = warp · (32/Cw) + lane / Cw,
+//   P = W · 32 / Cw segments per block, each of K = 16 consecutive steps: a chunk is P·K steps
+//   of Cw channels (all of one batch row). Lanes of one segment read the same B_t, C_t (one
+//   broadcast load), lanes of one channel the same A; u, Δ, z rows are read 16 bytes at a time.
+// Per chunk, per group of S = 2 states:
+//   1. each thread makes its K pairs (a, b) = (2^(Δ·A·log2 e), Δ·u·B) in registers (ex2.approx on
+//      the SFU: the exponentials, n per element, are this kernel's arithmetic limit) and folds
+//      them into its segment's map;
+//   2. maps are scanned across the segments of a warp with shuffles (lanes Cw apart), warp
+//      totals go through shared memory and each thread composes the earlier warps' totals onto
+//      the chunk's incoming state (kept in shared memory, double-buffered) — its own incoming
+//      state;
+//   3. it replays its K steps from there, accumulating y_t += C_t·h_t.
+// The last segment's state becomes the next chunk's incoming state. Steps past the end of a
+// sequence are identity maps, so ragged lengths and varlen sequences need no special path.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "../ops/selective_scan_entries.hpp"
+#include "sixfold/algebra/instances.hpp"
+#include "sixfold/parallel/cuda.cuh"
+
+namespace sixfold::detail {
+namespace {
+
+using parallel::cuda::check_cuda;
+using Map = algebra::AffineMap<float>;
+constexpr const char* kWhere = "sixfold::selective_scan (cuda)";
+
+// The kernel's fixed shape; the launch shape (Cw, W) is chosen per call (choose_launch).
+struct ScanTraits {
+  static constexpr int kItems = 8;      // consecutive steps per thread and chunk
+  static constexpr int kStates = 2;     // states per scan round (2·S·K registers of (a, b))
+  static constexpr int kMaxWarps = 8;
+  static constexpr int kMaxThreads = kMaxWarps * 32;
+};
+
+// ---- elements --------------------------------------------------------------------------------
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+template <class T> __device__ __forceinline__ T from_f32(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+__device__ __forceinline__ float ex2(float x) {  // 2^x on the SFU; 2^(−large) flushes to 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0;
+}
+
+// v[k] = p[k] for k < valid (16-byte loads when the whole run is there and aligned), else fill.
+template <class T, int K>
+__device__ __forceinline__ void load_items(const T* p, int valid, float (&v)[K], float fill) {
+  constexpr int kPer = 16 / int(sizeof(T));
+  static_assert(K % kPer == 0);
+  if (valid >= K && aligned16(p)) {
+#pragma unroll
+    for (int i = 0; i < K / kPer; ++i) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p + i * kPer);
+      T e[kPer];
+      memcpy(e, &raw, 16);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) v[i * kPer + j] = to_f32(e[j]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = k < valid ? to_f32(p[k]) : fill;
+  }
+}
+
+template <class T, int K>
+__device__ __forceinline__ void store_items(T* p, int valid, const float (&v)[K]) {
+  constexpr int kPer = 16 / int(sizeof(T));
+  if (valid >= K && aligned16(p)) {
+#pragma unroll
+    for (int i = 0; i < K / kPer; ++i) {
+      T e[kPer];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) e[j] = from_f32<T>(v[i * kPer + j]);
+      uint4 raw;
+      memcpy(&raw, e, 16);
+      *reinterpret_cast<uint4*>(p + i * kPer) = raw;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (k < valid) p[k] = from_f32<T>(v[k]);
+  }
+}
+
+__device__ __forceinline__ Map shfl_up(Map m, int delta) {
+  return {__shfl_up_sync(0xffffffffu, m.a, delta), __shfl_up_sync(0xffffffffu, m.b, delta)};
+}
+
+struct Shape {
+  int cw, warps, segs, chunk;  // channels per warp, warps, segments per block, steps per chunk
+};
+
+// ---- the fused scan --------------------------------------------------------------------------
+// Shared memory: carry[2][n][Cw] f32 (incoming state of the chunk, double-buffered), then
+// totals[2][W][S][Cw] Map (warp totals of a state group, double-buffered).
+template <class T, bool kVarB, bool kVarC>
+__global__ void __launch_bounds__(ScanTraits::kMaxThreads, 2)
+selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
+  constexpr int K = ScanTraits::kItems, S = ScanTraits::kStates;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ float smem[];
+  const int n = int(a.n), cw = sh.cw;
+  float* carry = smem;                                                  // (2, n, Cw)
+  Map* totals = reinterpret_cast<Map*>(smem + 2 * n * cw);              // (2, W, S, Cw)
+  const algebra::Affine<float> affine;
+
+  const std::int64_t b = blockIdx.x / channel_blocks;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int ch = lane % cw, seg = warp * (32 / cw) + lane / cw;
+  const std::int64_t c = std::int64_t(blockIdx.x % channel_blocks) * cw + ch;
+  const bool active = c < a.d;
+  const std::int64_t cc = active ? c : a.d - 1;  // inactive lanes shadow a valid channel
+  const bool last_seg = seg == sh.segs - 1;
+  std::int64_t start = 0, len = a.len;
+  if (a.cu_seqlens) {
+    start = a.cu_seqlens[b];
+    len = a.cu_seqlens[b + 1] - start;
+  }
+  const std::int64_t g = cc / (a.d / a.groups);
+
+  // Incoming state of the first chunk.
+  for (int i = threadIdx.x; i < n * cw; i += blockDim.x) {
+    const std::int64_t ci = std::int64_t(blockIdx.x % channel_blocks) * cw + i % cw;
+    carry[i] = (a.initial_state && ci < a.d) ? a.initial_state[(b * a.d + ci) * n + i / cw] : 0.0f;
+  }
+  if (len == 0 && a.final_state && threadIdx.x < cw && active)
+    for (int s = 0; s < n; ++s) a.final_state[(b * a.d + c) * n + s] = a.initial_state ? a.initial_state[(b * a.d + c) * n + s] : 0.0f;
+  __syncthreads();
+
+  const T* u_row = static_cast<const T*>(a.u) + b * a.u_stride[0] + cc * a.u_stride[1] + start;
+  const T* dt_row = static_cast<const T*>(a.delta) + b * a.delta_stride[0] + cc * a.delta_stride[1] + start;
+  const T* z_row = a.z ? static_cast<const T*>(a.z) + b * a.z_stride[0] + cc * a.z_stride[1] + start : nullptr;
+  T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + cc * a.out_stride[1] + start;
+  const T* B_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start : nullptr;
+  const T* C_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start : nullptr;
+  const float* A_row = a.A + cc * n;
+  const float* Bfix = kVarB ? nullptr : static_cast<const float*>(a.B) + cc * n;
+  const float* Cfix = kVarC ? nullptr : static_cast<const float*>(a.C) + cc * n;
+  const float bias = a.delta_bias ? a.delta_bias[cc] : 0.0f;
+  const float Dv = a.D ? a.D[cc] : 0.0f;
+
+  int round = 0;  // state-group rounds so far: parity selects the totals buffer
+  for (std::int64_t t0 = 0, chunk = 0; t0 < len; t0 += sh.chunk, ++chunk) {
+    const std::int64_t ti = t0 + std::int64_t(seg) * K;  // this thread's first step
+    const int valid = int(std::clamp<std::int64_t>(len - ti, 0, K));
+    const bool last_chunk = t0 + sh.chunk >= len;
+    float dt[K], du[K], y[K];
+    {
+      float u[K];
+      load_items<T, K>(u_row + ti, valid, u, 0.0f);
+      load_items<T, K>(dt_row + ti, valid, dt, 0.0f);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        float d = dt[k] + bias;
+        if (a.delta_softplus) d = d <= 20.0f ? log1pf(__expf(d)) : d;
+        d = k < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
+        dt[k] = d * kLog2e;        // pre-scaled for ex2
+        du[k] = d * u[k];
+        y[k] = Dv * u[k];
+      }
+    }
+    const float* carry_in = carry + (chunk & 1) * n * cw;
+    float* carry_out = carry + ((chunk + 1) & 1) * n * cw;
+    for (int s0 = 0; s0 < n; s0 += S, ++round) {
+      Map* tot = totals + (round & 1) * sh.warps * S * cw;
+      float av[S][K], bv[S][K];
+      Map incl[S];
+#pragma unroll
+      for (int j = 0; j < S; ++j) {
+        const int s = min(s0 + j, n - 1);  // a tail state repeats the last (its results unused)
+        const float A2 = A_row[s];
+        float Bk[K];
+        if constexpr (kVarB) load_items<T, K>(B_rows + s * a.B_stride[2] + ti, valid, Bk, 0.0f);
+        Map m = affine.identity();
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          av[j][k] = ex2(dt[k] * A2);
+          bv[j][k] = du[k] * (kVarB ? Bk[k] : Bfix[s]);
+          m = affine.combine(m, Map{av[j][k], bv[j][k]});
+        }
+        // Inclusive scan over the segments of this warp (lanes Cw apart).
+        for (int off = cw; off < 32; off <<= 1) {
+          const Map o = shfl_up(m, off);
+          if (lane >= off) m = affine.combine(o, m);
+        }
+        incl[j] = m;
+        if (lane >= 32 - cw) tot[(warp * S + j) * cw + ch] = m;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < S; ++j) {
+        const int s = min(s0 + j, n - 1);
+        float h = carry_in[s * cw + ch];
+        for (int w = 0; w < warp; ++w) {
+          const Map m = tot[(w * S + j) * cw + ch];
+          h = m.a * h + m.b;
+        }
+        Map excl = shfl_up(incl[j], cw);
+        if (lane < cw) excl = affine.identity();
+        h = excl.a * h + excl.b;
+        float Ck[K];
+        if constexpr (kVarC) load_items<T, K>(C_rows + s * a.C_stride[2] + ti, valid, Ck, 0.0f);
+        const bool real = s0 + j < n;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          h = av[j][k] * h + bv[j][k];
+          if (real) y[k] += h * (kVarC ? Ck[k] : Cfix[s]);
+        }
+        if (last_seg && real) {
+          carry_out[s * cw + ch] = h;
+          if (last_chunk && a.final_state && active) a.final_state[(b * a.d + c) * n + s] = h;
+        }
+      }
+    }
+    if (z_row) {
+      float z[K];
+      load_items<T, K>(z_row + ti, valid, z, 0.0f);
+#pragma unroll
+      for (int k = 0; k < K; ++k) y[k] *= __fdividef(z[k], 1.0f + __expf(-z[k]));
+    }
+    if (active) store_items<T, K>(out_row + ti, valid, y);
+    __syncthreads();  // carry_out complete before the next chunk reads it
+  }
+}
+
+// ---- one decoding step -------------------------------------------------------------------------
+// 8 lanes per (batch, channel) row, each over states lane, lane + 8, …; y reduced by shuffles.
+constexpr int kStepLanes = 8;
+
+template <class T>
+__global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateArgs a) {
+  const std::int64_t row = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kStepLanes;
+  const int l = threadIdx.x % kStepLanes;
+  const bool ok = row < a.batch * a.d;
+  const std::int64_t r = ok ? row : 0, b = r / a.d, c = r % a.d, g = c / (a.d / a.groups);
+  const int n = int(a.n);
+  const float x = to_f32(static_cast<const T*>(a.x)[b * a.x_stride[0] + c * a.x_stride[1]]);
+  float dt = to_f32(static_cast<const T*>(a.dt)[b * a.dt_stride[0] + c * a.dt_stride[1]]) +
+             (a.dt_bias ? a.dt_bias[c] : 0.0f);
+  if (a.dt_softplus) dt = dt <= 20.0f ? log1pf(__expf(dt)) : dt;
+  const T* Bp = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1];
+  const T* Cp = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1];
+  float* h = a.state + r * n;
+  const float* A = a.A + c * n;
+  const float dtl = dt * 1.4426950408889634f, dx = dt * x;
+  float y = 0.0f;
+  if (ok)
+    for (int s = l; s < n; s += kStepLanes) {
+      const float hv = ex2(dtl * A[s]) * h[s] + dx * to_f32(Bp[s]);
+      h[s] = hv;
+      y += hv * to_f32(Cp[s]);
+    }
+#pragma unroll
+  for (int off = 1; off < kStepLanes; off <<= 1) y += __shfl_xor_sync(0xffffffffu, y, off);
+  if (!ok || l != 0) return;
+  if (a.D) y += a.D[c] * x;
+  if (a.z) {
+    const float z = to_f32(static_cast<const T*>(a.z)[b * a.z_stride[0] + c * a.z_stride[1]]);
+    y *= __fdividef(z, 1.0f + __expf(-z));
+  }
+  static_cast<T*>(a.out)[b * a.out_stride[0] + c * a.out_stride[1]] = from_f32<T>(y);
+}
+
+// ---- launch --------------------------------------------------------------------------------------
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check_cuda(cudaGetDevice(&previous_), kWhere);
+    if (device != previous_) check_cuda(cudaSetDevice(device), kWhere);
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+std::size_t smem_bytes(int n, int cw, int warps) {
+  return std::size_t(2 * n * cw) * sizeof(float) +
+         std::size_t(2 * warps * ScanTraits::kStates * cw) * sizeof(Map);
+}
+
+int sm_count(int device) {
+  static int cached[64] = {};
+  if (device < 64 && cached[device]) return cached[device];
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  if (device < 64) cached[device] = sms;
+  return sms;
+}
+
+// Default launch shape: 4 warps; the widest channel group that still gives every SM about four
+// blocks (small blocks balance better over the SMs than wide ones when blocks are few), within
+// the 48 KB of shared memory a launch gets without opting in.
+SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, SelectiveScanLaunch l) {
+  if (!l.warps) l.warps = 4;
+  if (!l.channels_per_warp) {
+    const std::int64_t want = 4 * std::int64_t(sm_count(device));
+    l.channels_per_warp = 8;
+    for (int cw : {32, 16}) {
+      if (a.batch * ((a.d + cw - 1) / cw) >= want) { l.channels_per_warp = cw; break; }
+    }
+  }
+  while (l.channels_per_warp > 8 && smem_bytes(int(a.n), l.channels_per_warp, l.warps) > 48 * 1024)
+    l.channels_per_warp /= 2;
+  return l;
+}
+
+template <class T, bool kVarB, bool kVarC>
+void launch_scan(const SelectiveScanArgs& a, cudaStream_t stream, SelectiveScanLaunch l) {
+  Shape sh;
+  sh.cw = l.channels_per_warp;
+  sh.warps = l.warps;
+  sh.segs = l.warps * (32 / sh.cw);
+  sh.chunk = sh.segs * ScanTraits::kItems;
+  const std::int64_t channel_blocks = (a.d + sh.cw - 1) / sh.cw;
+  const std::int64_t blocks = a.batch * channel_blocks;
+  if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel-group) blocks for one launch");
+  selective_scan_chunked<T, kVarB, kVarC><<<unsigned(blocks), unsigned(l.warps * 32),
+                                            smem_bytes(int(a.n), sh.cw, l.warps), stream>>>(
+      a, sh, int(channel_blocks));
+  check_cuda(cudaGetLastError(), kWhere);
+}
+
+template <class T>
+void launch_scan_bc(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l) {
+  if (a.var_B && a.var_C) launch_scan<T, true, true>(a, s, l);
+  else if (a.var_B) launch_scan<T, true, false>(a, s, l);
+  else if (a.var_C) launch_scan<T, false, true>(a, s, l);
+  else launch_scan<T, false, false>(a, s, l);
+}
+
+}  // namespace
+
+void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
+                                SelectiveScanLaunch launch) {
+  if (launch.channels_per_warp != 0 && launch.channels_per_warp != 8 &&
+      launch.channels_per_warp != 16 && launch.channels_per_warp != 32)
+    throw_error(kWhere, "channels_per_warp must be 8, 16 or 32");
+  if (launch.warps < 0 || launch.warps > ScanTraits::kMaxWarps)
+    throw_error(kWhere, "warps must be 1..8");
+  DeviceGuard guard(device);
+  const SelectiveScanLaunch l = choose_launch(a, device, launch);
+  if (smem_bytes(int(a.n), l.channels_per_warp, l.warps) > 48 * 1024)
+    throw_error(kWhere, "launch shape needs more than 48 KB of shared memory for this d_state");
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  switch (a.dtype) {
+    case DType::f32: return launch_scan_bc<float>(a, s, l);
+    case DType::bf16: return launch_scan_bc<__nv_bfloat16>(a, s, l);
+    case DType::f16: return launch_scan_bc<__half>(a, s, l);
+    default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
+  }
+}
+
+void selective_scan_cuda(const SelectiveScanArgs& a, int device, Stream stream) {
+  selective_scan_cuda_launch(a, device, stream, {});
+}
+
+void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream stream) {
+  DeviceGuard guard(device);
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  const std::int64_t threads = a.batch * a.d * kStepLanes;
+  const unsigned blocks = unsigned((threads + 255) / 256);
+  switch (a.dtype) {
+    case DType::f32: selective_state_update_rows<float><<<blocks, 256, 0, s>>>(a); break;
+    case DType::bf16: selective_state_update_rows<__nv_bfloat16><<<blocks, 256, 0, s>>>(a); break;
+    case DType::f16: selective_state_update_rows<__half><<<blocks, 256, 0, s>>>(a); break;
+    default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
+  }
+  check_cuda(cudaGetLastError(), kWhere);
+}
+
+}  // namespace sixfold::detail
