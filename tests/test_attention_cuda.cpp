@@ -11,8 +11,9 @@
 // 1, 17, 1000, 4097, rows that see no key, bf16 and f16. Also: identical bits on a repeated call
 // (no races), and odd-stride views (gathered through contiguous copies).
 // Bound: ‖out − ref‖₂ / ‖ref‖₂ ≤ 1e-2 (bf16) / 2e-3 (f16) — operands rounded to the dtype, P
-// rounded to it before P·V; measured 3–4e-3 / 5e-4 on the H200 — and lse within 1e-3, −inf
-// exactly where the reference has it, no NaN anywhere (outputs are NaN-poisoned before the call).
+// rounded to it before P·V; dev/attention's harness measures ≤ 2.3e-3 / 2.6e-4 on the H200 —
+// lse within 1e-3, −inf exactly where the reference has it, no NaN anywhere (outputs are
+// NaN-poisoned before the call).
 //
 // The kernel is forced through SIXFOLD_ATTENTION_CUDA_KERNEL (auto, mma, wgmma, pingpong, tma,
 // decode) and the split count through SIXFOLD_ATTENTION_CUDA_SPLITS, both read per call.

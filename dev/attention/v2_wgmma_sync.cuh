@@ -1,3 +1,7 @@
+// dev/attention/v2_wgmma_sync.cuh — v2 as measured (H200: 278-303 TFLOP/s, D 128, seq 2k-16k), kept
+// for the record; it builds against src/cuda/attention_common.cuh of commit 1aa52f2 (the
+// live v2, with v3's softmax, is attn_prefill_wgmma in src/cuda/attention_wgmma.cuh).
+//
 // src/cuda/attention_wgmma.cuh — the Hopper prefill kernel: warpgroup MMAs (wgmma, sm_90a) for
 // both products, the softmax of one key tile overlapped with the tensor cores working on the
 // next. Included by attention.cu only.

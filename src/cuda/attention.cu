@@ -6,11 +6,14 @@
 // of split key ranges: (o₁, lse₁) ⊕ (o₂, lse₂) = ((e^{lse₁} o₁ + e^{lse₂} o₂) / e^{lse}, lse) with
 // lse = log(e^{lse₁} + e^{lse₂}).
 //
-// Kernels (bf16 / f16 operands, f32 accumulation):
-//   q_len ≤ 16         attn_decode_mma     GQA-packed rows, key range split over blocks and warps,
-//                                          splits merged by attn_combine_splits (flash-decoding)
-//   D ∈ {64, 128, 256} attn_prefill_wgmma  Hopper warpgroup MMAs, softmax overlapped with the MMAs
-//   otherwise (D 96)   attn_prefill_mma    mma.sync, FlashAttention-2 style
+// Kernels (bf16 / f16 operands, f32 accumulation), chosen per call:
+//   q_len ≤ 16          attn_decode_mma         GQA-packed rows, key range split over blocks and
+//                                               warps, splits merged by attn_combine_splits
+//                                               (flash-decoding)
+//   D 64/128/256 dense  attn_prefill_wgmma_tma  wgmma, TMA producer, ping-pong warpgroups
+//   D 64/128 varlen     attn_prefill_wgmma_pp   wgmma, cp.async stages, ping-pong warpgroups
+//   D 256 varlen        attn_prefill_wgmma      wgmma, cp.async, block barrier per tile
+//   D 96                attn_prefill_mma        mma.sync, FlashAttention-2 style
 // The kernels read 16-byte chunks: views with 16-byte aligned bases and strides that are multiples
 // of 8 elements (every dense BHLD/BLHD layout) are used in place; any other strided view is
 // gathered into a contiguous scratch copy first (out: written through one).
@@ -22,9 +25,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <cstdint>
 #include <string>
 
 #include "../ops/attention_entries.hpp"

@@ -1,11 +1,16 @@
-// src/cuda/attention_wgmma.cuh — the Hopper prefill kernel: warpgroup MMAs (wgmma, sm_90a) for
+// src/cuda/attention_wgmma.cuh — the Hopper prefill kernels: warpgroup MMAs (wgmma, sm_90a) for
 // both products, the softmax of one key tile overlapped with the tensor cores working on the
-// next. Included by attention.cu only.
+// next. Included by attention.cu only. Three generations, each kept selectable (dev/attention):
+//   attn_prefill_wgmma      (v2) cp.async by all threads, block barrier per tile; D 64/128/256
+//   attn_prefill_wgmma_pp   (v4) mbarrier stages, the two warpgroups in ping-pong; D 64/128
+//   attn_prefill_wgmma_tma  (v5) v4 fed by a TMA producer warpgroup; D 64/128/256 — the default
+//                           for dense inputs (v4 / v2 serve varlen, whose token count the host
+//                           does not know for a tensor map)
+// H200, bf16, D 128, 16 heads × 16k tokens: v2 301, v4 400, v5 692 TFLOP/s (docs/perf/attention_cuda.md).
 //
-// One block = 128 query rows of one (batch, head) = 2 warpgroups × 64 rows, 256 threads.
-// Shared memory (128-byte swizzled panels of 64 columns, the layout wgmma reads without bank
-// conflicts): Q (128, D), K and V double-buffered (kBN, D). Tiles arrive by cp.async issued by
-// all threads (zero-filled past the sequence end), one tile ahead.
+// One block = 128 query rows of one (batch, head) = 2 warpgroups × 64 rows. Shared memory
+// (128-byte swizzled panels of 64 columns, the layout wgmma reads without bank conflicts):
+// Q (128, D), K and V in 2–3 stages of (kBN, D).
 //
 // Per key tile t, each warpgroup:
 //   issue S(t+1) = Q K(t+1)ᵀ      wgmma, A and B from shared memory (both K-major)
@@ -82,6 +87,8 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// v2: all 256 threads copy tiles with cp.async (zero-filled past the sequence end), one tile
+// ahead, and meet at a block barrier every tile.
 template <class T, int D>
 __global__ void __launch_bounds__(256, 1) attn_prefill_wgmma(const Problem p) {
   using Tr = PrefillWgmmaTraits<D>;
