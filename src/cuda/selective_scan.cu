@@ -8,15 +8,15 @@
 // and joined by composing their maps (associativity); every input element is read once, the
 // state never leaves the chip, out is written once (locality).
 //
-// Layout of a block (channels_per_warp = Cw ∈ {8, 16, 32}, W warps):
+// Layout of a block (channels_per_warp = Cw ∈ {8, 16, 32}, W warps; K, S from ScanConfig):
 //   lane = (time segment within the warp) · Cw + channel; segment = warp · (32/Cw) + lane / Cw,
-//   P = W · 32 / Cw segments per block, each of K = 16 consecutive steps: a chunk is P·K steps
+//   P = W · 32 / Cw segments per block, each of K = 8 consecutive steps: a chunk is P·K steps
 //   of Cw channels (all of one batch row). Lanes of one segment read the same B_t, C_t (one
-//   broadcast load), lanes of one channel the same A; u, Δ, z rows are read 16 bytes at a time.
-// Per chunk, per group of S = 2 states:
+//   broadcast from shared memory), lanes of one channel the same A; u, Δ, z rows are read and
+//   out written 16 bytes at a time.
+// Per chunk, per group of S = 2 states (a "round"):
 //   1. each thread makes its K pairs (a, b) = (2^(Δ·A·log2 e), Δ·u·B) in registers (ex2.approx on
-//      the SFU: the exponentials, n per element, are this kernel's arithmetic limit) and folds
-//      them into its segment's map;
+//      the SFU) and folds them into its segment's map;
 //   2. maps are scanned across the segments of a warp with shuffles (lanes Cw apart), warp
 //      totals go through shared memory and each thread composes the earlier warps' totals onto
 //      the chunk's incoming state (kept in shared memory, double-buffered) — its own incoming
@@ -24,6 +24,11 @@
 //   3. it replays its K steps from there, accumulating y_t += C_t·h_t.
 // The last segment's state becomes the next chunk's incoming state. Steps past the end of a
 // sequence are identity maps, so ragged lengths and varlen sequences need no special path.
+// Where the time goes (H200, docs/perf/selective_scan.md): 14–16% of the exp/bandwidth roofline;
+// each round costs ~3,500 cycles of latency and per-round overhead against 16 (step, state)
+// items per thread, so the SFU runs at ~15% of its rate. (K, S) = (16, 1) measured 1.2–1.4×
+// faster in dev/selective_scan/sweep_launch.cpp and awaits the GPU test suite before it becomes
+// DefaultConfig.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -4,8 +4,8 @@
 // sequence in time chunks: the chunk of input-dependent B and C is converted once into (t, n)
 // f32 tiles shared by the block's channels (so the state loop reads them with unit stride), and
 // each channel's u, Δ, z are converted once into f32 rows; per step the n states update as one
-// vector loop (vectorized exp), y is reduced across the state, and D·u and silu(z) are applied
-// to the whole chunk before it is written once.
+// vector loop (2^x on A pre-scaled by log2 e), the y products go to 16 lanes summed after the
+// step loop, and D·u and silu(z) are applied to the whole chunk before it is written once.
 //
 // When there are fewer channels than cores, sequences are also cut along time (associativity):
 // every segment first computes its affine map h_in -> h_out per state (a = Π exp(ΔA), b = the
