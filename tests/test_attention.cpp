@@ -68,21 +68,31 @@ struct Strided {
     for (std::size_t i = 0; i < shape.size(); ++i) v.shape.dims[i] = shape[i], v.strides[i] = strides[i];
     return v;
   }
-  std::int64_t offset(std::int64_t flat) const {  // logical row-major index -> storage element
+  // Storage offsets of every element in logical row-major order (an odometer: no divisions).
+  std::vector<std::int64_t> offsets() const {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(numel()));
+    std::vector<std::int64_t> idx(shape.size(), 0);
     std::int64_t off = 0;
-    for (int i = int(shape.size()) - 1; i >= 0; --i) {
-      off += (flat % shape[std::size_t(i)]) * strides[std::size_t(i)];
-      flat /= shape[std::size_t(i)];
+    for (std::size_t f = 0; f < out.size(); ++f) {
+      out[f] = off;
+      for (int i = int(shape.size()) - 1; i >= 0; --i) {
+        const std::size_t u = std::size_t(i);
+        off += strides[u];
+        if (++idx[u] < shape[u]) break;
+        off -= strides[u] * shape[u];
+        idx[u] = 0;
+      }
     }
-    return off;
+    return out;
   }
   // Reads the storage back into logical order.
   std::vector<double> read() const {
     const std::vector<std::uint8_t> h = buf->host();
     const std::size_t es = std::size_t(dtype_bits(dt) / 8);
     std::vector<double> out(static_cast<std::size_t>(numel()));
+    const std::vector<std::int64_t> offs = offsets();
     for (std::int64_t f = 0; f < numel(); ++f) {
-      const std::uint8_t* p = h.data() + std::size_t(offset(f)) * es;
+      const std::uint8_t* p = h.data() + std::size_t(offs[std::size_t(f)]) * es;
       if (dt == DType::f32) { float x; std::memcpy(&x, p, 4); out[std::size_t(f)] = x; }
       else { std::uint16_t x; std::memcpy(&x, p, 2); out[std::size_t(f)] = decode16(dt, x); }
     }
@@ -109,12 +119,21 @@ Strided make_strided(DType dt, Device dev, std::vector<std::int64_t> shape, std:
   const std::size_t es = std::size_t(dtype_bits(dt) / 8);
   std::vector<std::uint8_t> host(std::size_t(t.span) * es, 0xff);  // NaN poison
   if (random) {
-    std::normal_distribution<double> nd(0.0, sigma);
+    // Uniform on [−√3, √3]·sigma (variance sigma²) from splitmix64, seeded afresh by rng():
+    // the normal distribution's generator dominated the sanitizer run's time.
+    std::uint64_t state = rng()();
+    auto next = [&state] {
+      std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+    };
     t.vals.resize(std::size_t(t.numel()));
+    const std::vector<std::int64_t> offs = t.offsets();
     for (std::int64_t f = 0; f < t.numel(); ++f) {
-      const double x = round_to(dt, nd(rng()));
+      const double x = round_to(dt, (2.0 * next() - 1.0) * 1.7320508075688772 * sigma);
       t.vals[std::size_t(f)] = x;
-      std::uint8_t* p = host.data() + std::size_t(t.offset(f)) * es;
+      std::uint8_t* p = host.data() + std::size_t(offs[std::size_t(f)]) * es;
       if (dt == DType::f32) { const float v = float(x); std::memcpy(p, &v, 4); }
       else { const std::uint16_t b = encode16(dt, x); std::memcpy(p, &b, 2); }
     }
@@ -186,45 +205,61 @@ Checked check_problem(const Problem& p, DType out_dt, bool gpu_rule, OutAt out_a
   const std::int64_t g = p.hq / p.hkv, d = p.d;
   for (const auto& vs : p.v)
     for (double x : vs) r.vmax = std::max(r.vmax, std::abs(x));
-  std::vector<double> o(static_cast<std::size_t>(d)), n(static_cast<std::size_t>(d)), s;
+  struct Row { std::int64_t b, h, i; };
+  std::vector<Row> rows;
   for (std::int64_t b = 0; b < p.b; ++b) {
-    const std::int64_t lq = p.lq[std::size_t(b)], lk = p.lk[std::size_t(b)];
-    s.assign(std::size_t(std::max<std::int64_t>(lk, 1)), 0.0);
-    const std::vector<std::int64_t> rows = sample_rows(lq, lk, d, p.hq);
+    const std::vector<std::int64_t> picked = sample_rows(p.lq[std::size_t(b)], p.lk[std::size_t(b)], d, p.hq);
     for (std::int64_t h = 0; h < p.hq; ++h)
-      for (std::int64_t i : rows) {
-        const double* Q = p.q[std::size_t(b)].data() + (h * lq + i) * d;
-        const double* K = p.k[std::size_t(b)].data() + (h / g) * lk * d;
-        const double* V = p.v[std::size_t(b)].data() + (h / g) * lk * d;
-        double L = 0, NL = 0;
-        reference::attention_row(Q, K, V, o.data(), &L, i, lq, lk, d, p.scale, p.causal, p.left,
-                                 p.right, s.data());
-        if (gpu_rule)
-          naive_row(out_dt, Q, K, V, n.data(), &NL, i, lq, lk, d, p.scale, p.causal, p.left, p.right);
-        ++r.rows;
-        for (std::int64_t c = 0; c < d; ++c) {
-          const double got = out_at(b, h, i, c);
-          if (!(std::abs(got) < kInf)) {
-            ADD_FAILURE() << "non-finite output at seq " << b << " head " << h << " row " << i
-                          << " col " << c << ": " << got;
-            return r;
-          }
-          double e = std::abs(got - o[std::size_t(c)]);
-          // CPU rule: an f32 bound, plus half an output ulp for 16-bit outputs.
-          if (!gpu_rule && out_dt != DType::f32) e = std::max(0.0, e - std::abs(o[std::size_t(c)]) / 256.0);
-          r.err = std::max(r.err, e);
-          if (gpu_rule) r.naive_err = std::max(r.naive_err, std::abs(n[std::size_t(c)] - o[std::size_t(c)]));
-        }
-        if (have_lse) {
-          const double got = lse_at(b, h, i);
-          if (L == -kInf || got == -kInf) {
-            EXPECT_EQ(got, L) << "lse of seq " << b << " head " << h << " row " << i;
-          } else {
-            r.lse_err = std::max(r.lse_err, std::abs(got - L) / (1.0 + std::abs(L)));
-            if (gpu_rule) r.naive_lse_err = std::max(r.naive_lse_err, std::abs(NL - L) / (1.0 + std::abs(L)));
-          }
-        }
+      for (std::int64_t i : picked) rows.push_back({b, h, i});
+  }
+  // The float64 rows (and the naive low-precision ones) on all cores; compared below.
+  const std::size_t nr = rows.size();
+  std::vector<double> ref(nr * std::size_t(d)), naive(gpu_rule ? nr * std::size_t(d) : 0);
+  std::vector<double> ref_lse(nr), naive_lse(nr);
+#pragma omp parallel
+  {
+    std::vector<double> s;
+#pragma omp for schedule(dynamic, 4)
+    for (std::size_t t = 0; t < nr; ++t) {
+      const auto [b, h, i] = rows[t];
+      const std::int64_t lq = p.lq[std::size_t(b)], lk = p.lk[std::size_t(b)];
+      s.resize(std::size_t(std::max<std::int64_t>(lk, 1)));
+      const double* Q = p.q[std::size_t(b)].data() + (h * lq + i) * d;
+      const double* K = p.k[std::size_t(b)].data() + (h / g) * lk * d;
+      const double* V = p.v[std::size_t(b)].data() + (h / g) * lk * d;
+      reference::attention_row(Q, K, V, ref.data() + t * std::size_t(d), &ref_lse[t], i, lq, lk, d, p.scale,
+                               p.causal, p.left, p.right, s.data());
+      if (gpu_rule)
+        naive_row(out_dt, Q, K, V, naive.data() + t * std::size_t(d), &naive_lse[t], i, lq, lk, d, p.scale,
+                  p.causal, p.left, p.right);
+    }
+  }
+  for (std::size_t t = 0; t < nr; ++t) {
+    const auto [b, h, i] = rows[t];
+    const double* o = ref.data() + t * std::size_t(d);
+    ++r.rows;
+    for (std::int64_t c = 0; c < d; ++c) {
+      const double got = out_at(b, h, i, c);
+      if (!(std::abs(got) < kInf)) {
+        ADD_FAILURE() << "non-finite output at seq " << b << " head " << h << " row " << i << " col " << c
+                      << ": " << got;
+        return r;
       }
+      double e = std::abs(got - o[c]);
+      // CPU rule: an f32 bound, plus half an output ulp for 16-bit outputs.
+      if (!gpu_rule && out_dt != DType::f32) e = std::max(0.0, e - std::abs(o[c]) / 256.0);
+      r.err = std::max(r.err, e);
+      if (gpu_rule) r.naive_err = std::max(r.naive_err, std::abs(naive[t * std::size_t(d) + std::size_t(c)] - o[c]));
+    }
+    if (have_lse) {
+      const double got = lse_at(b, h, i), L = ref_lse[t];
+      if (L == -kInf || got == -kInf) {
+        EXPECT_EQ(got, L) << "lse of seq " << b << " head " << h << " row " << i;
+      } else {
+        r.lse_err = std::max(r.lse_err, std::abs(got - L) / (1.0 + std::abs(L)));
+        if (gpu_rule) r.naive_lse_err = std::max(r.naive_lse_err, std::abs(naive_lse[t] - L) / (1.0 + std::abs(L)));
+      }
+    }
   }
   return r;
 }
