@@ -190,7 +190,7 @@ template <class T, int D>
 void run_decode(Problem p, int device, cudaStream_t stream, int splits) {
   using Tr = DecodeMmaTraits<D>;
   p.num_splits = splits > 0 ? splits : decode_splits(p, device, D <= 128 ? 2 : 1);
-  const dim3 grid(unsigned(ceil_div(i64(p.group) * p.q_len, Tr::kRows)), unsigned(p.batch * p.kv_heads),
+  const dim3 grid(unsigned(i64(p.batch) * p.kv_heads), unsigned(ceil_div(i64(p.group) * p.q_len, Tr::kRows)),
                   unsigned(p.num_splits));
   if (p.num_splits == 1) return launch<attn_decode_mma<T, D>>(grid, Tr::kThreads, Tr::kSmemBytes, stream, p, device);
   const i64 rows = i64(p.batch) * p.q_heads * p.q_len;

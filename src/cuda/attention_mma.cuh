@@ -159,7 +159,8 @@ struct PackedRows {
   __device__ __forceinline__ int query(int r) const { return (r0 + r) % lq; }
 };
 
-// Grid: (row blocks of 16 over group·q_len, batch·kv_heads, num_splits).
+// Grid: (batch·kv_heads, row blocks of 16 over group·q_len, num_splits) — batch·kv_heads in x,
+// the only dimension that may exceed 65535.
 template <class T, int D>
 __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
   using Tr = DecodeMmaTraits<D>;
@@ -168,11 +169,11 @@ __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, kP)
   T* sKV = sQ + Tr::kRows * kP;             // (kS, 2, kBN, kP): K then V of each stage
 
-  const int b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads, z = blockIdx.z;
+  const int b = blockIdx.x / p.kv_heads, kvh = blockIdx.x % p.kv_heads, z = blockIdx.z;
   const Seq sq = seq_of(p, b);
   const int rows_total = p.group * sq.lq;
-  if (int(blockIdx.x) * Tr::kRows >= rows_total) return;
-  const PackedRows pr{sq.lq, int(blockIdx.x) * Tr::kRows, min(Tr::kRows, rows_total - int(blockIdx.x) * Tr::kRows)};
+  if (int(blockIdx.y) * Tr::kRows >= rows_total) return;
+  const PackedRows pr{sq.lq, int(blockIdx.y) * Tr::kRows, min(Tr::kRows, rows_total - int(blockIdx.y) * Tr::kRows)};
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const T* Qb = static_cast<const T*>(p.q) + sq.q_off + i64(kvh) * p.group * p.qs[1];
   const T* K = static_cast<const T*>(p.k) + sq.k_off + kvh * p.ks[1];
