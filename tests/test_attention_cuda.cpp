@@ -41,6 +41,7 @@ struct Case {
   std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 128;
   bool causal = false;
   std::int64_t left = -1, right = -1;
+  float scale = 0.0f;  // 0: 1/sqrt(d)
   int layout = 0;      // of q, k, v: 0 BHLD, 1 BLHD, 2 BLHD with heads padded by 8 elements,
                        // 3 BLHD with heads padded by 3 (odd strides: gathered by the backend)
   int out_layout = 0;  // the same choices for out
@@ -110,12 +111,14 @@ Result run_checked(DType dt, const Case& s, std::mt19937_64& rng) {
   params.causal = s.causal;
   params.window_left = s.left;
   params.window_right = s.right;
+  params.scale = s.scale;
   attention(q.view, k.view, v.view, o.view, lse, params);
 
   Result r{o.buf->host(), lse_buf.host()};
   std::vector<double> ref(std::size_t(s.b * s.hq * s.lq * s.d)), ref_lse(std::size_t(s.b * s.hq * s.lq));
   reference::attention(q.vals.data(), k.vals.data(), v.vals.data(), ref.data(), ref_lse.data(), s.b, s.hq, s.hkv,
-                       s.lq, s.lk, s.d, 1.0 / std::sqrt(double(s.d)), s.causal, s.left, s.right);
+                       s.lq, s.lk, s.d, s.scale != 0.0f ? double(s.scale) : 1.0 / std::sqrt(double(s.d)),
+                       s.causal, s.left, s.right);
   double num = 0, den = 0, lse_err = 0;
   int nan = 0, inf_mismatch = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
@@ -222,6 +225,21 @@ TEST_F(AttentionCudaKernels, DecodeSplitCounts) {
     Case e;  // more queries than keys: some rows see nothing
     e.hq = 4; e.hkv = 4; e.lq = 5; e.lk = 3; e.d = 64; e.causal = true;
     run_checked(DType::bf16, e, rng);
+  }
+}
+
+TEST_F(AttentionCudaKernels, NegativeAndLargeScales) {
+  // Scores enter the softmax raw and are scaled inside one FFMA when scale > 0; a negative scale
+  // takes the pre-scaled path. A large scale makes the softmax nearly one-hot.
+  for (const char* name : {"tma", "pingpong", "wgmma", "mma", "decode"}) {
+    ScopedEnv env("SIXFOLD_ATTENTION_CUDA_KERNEL", name);
+    SCOPED_TRACE(name);
+    for (float scale : {-0.2f, 2.0f}) {
+      Case s;
+      s.hq = 2; s.hkv = 1; s.lq = std::string(name) == "decode" ? 4 : 200; s.lk = 333; s.d = 64; s.causal = true;
+      s.scale = scale;
+      run_checked(DType::bf16, s, rng);
+    }
   }
 }
 
