@@ -160,6 +160,7 @@ struct BwdCase {
   int pad = 0;             // strided rows
   int in_place = 0;        // 0: dx separate; 1: dx = dy; 2: dx = x (or y)
   double scale = 1.0;      // huge inputs (rms/layer: x scale; softmax: logits scale)
+  bool neg_inf = false;    // softmax kinds: every 5th logit −inf (y = 0, log-softmax y = −inf)
 };
 
 struct BwdResult {
@@ -213,6 +214,8 @@ BwdInputs make_inputs(const BwdCase& c) {
   const std::size_t numel = std::size_t(c.rows * c.n);
   BwdInputs in;
   std::vector<double> x = random_values(numel, 0.5, 2.0 * c.scale);
+  if (c.neg_inf)
+    for (std::size_t i = 0; i < x.size(); i += 5) x[i] = -INFINITY;
   if (c.kind == NormKind::softmax || c.kind == NormKind::log_softmax)  // x holds y = f(logits)
     x = reference::norm(c.kind, x, c.rows, c.n, {}, {}, 0.0);
   const auto d = random_values(numel, 0.0, 1.0);
@@ -266,7 +269,7 @@ void run_bwd_case(const BwdCase& c, Device dev) {
                " " + std::to_string(c.rows) + "x" + std::to_string(c.n) +
                (c.affine ? " affine" : "") + (c.f32_grads ? " f32-grads" : "") + " pad " +
                std::to_string(c.pad) + " in-place " + std::to_string(c.in_place) + " scale " +
-               std::to_string(c.scale) + " on " + to_string(dev));
+               std::to_string(c.scale) + (c.neg_inf ? " -inf" : "") + " on " + to_string(dev));
   const BwdInputs in = make_inputs(c);
   const BwdResult got = run_backward(c, dev, in.xb, in.db, in.wb);
   const auto ref = reference::norm_backward(c.kind, in.xq, in.dq, c.rows, c.n, in.wq, 1e-5);
@@ -294,6 +297,10 @@ std::vector<BwdCase> bwd_cases() {
       all.push_back({k, t, 300, 96, true, false});             // short rows, many row groups
       if (k == NormKind::softmax || k == NormKind::log_softmax || t != DType::f16)
         all.push_back({k, t, 4, 1000, true, false, 0, 0, 1e4});  // huge inputs / logits
+      if (k == NormKind::softmax || k == NormKind::log_softmax) {
+        all.push_back({k, t, 3, 4097, true, false, 0, 0, 1.0, true});   // masked (−inf) logits
+        all.push_back({k, t, 2, 20000, true, false, 0, 0, 1.0, true});  // long rows, masked
+      }
     }
   return all;
 }
