@@ -7,6 +7,16 @@
 // and padded layouts, bf16 and f16, head dims 64/96/128/256, split-KV decode, merge_states.
 // Then times prefill (the BENCH.md shapes: 16 heads, 16k tokens per batch) and decode (GQA 8).
 //
+// Versions (all live in src/cuda and are selected per call with detail::attn::Kernel):
+//   v1 prefill_mma        mma.sync FlashAttention-2 style (attention_mma.cuh); D 96's kernel
+//   v2 prefill_wgmma      wgmma, cp.async by all threads, block barrier per tile (attention_wgmma.cuh;
+//                         as first measured: v2_wgmma_sync.cuh)
+//   v3                    softmax with one FFMA + ex2 per score, rescale skipped (all kernels)
+//   v4 prefill_wgmma_pp   ping-pong warpgroups on mbarrier stages, cp.async
+//   v5 prefill_wgmma_tma  v4 fed by a TMA producer warpgroup (setmaxnreg) — the default
+//   decode                split-KV flash-decoding on mma.sync, splits merged by the monoid
+// Results and the prediction/outcome log: docs/perf/attention_cuda.md.
+//
 // Build:  nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 -Iinclude --expt-relaxed-constexpr \
 //           -Xcompiler -fopenmp -o build-dev/attn_harness dev/attention/harness.cu src/runtime/error.cpp
 // Run:    attn_harness check      correctness table (exit 1 on any failure)

@@ -22,7 +22,8 @@ namespace sixfold::detail::attn {
 
 using i64 = long long;
 
-// Which kernel serves a call (automatic: by q_len and head dim; the others for dev/ and tests).
+// Which kernel serves a call (automatic: by q_len, head dim and layout; forcing one is for dev/
+// and tests — every kernel computes every supported case, falling back where it lacks a head dim).
 enum class Kernel { automatic, decode, prefill_mma, prefill_wgmma, prefill_wgmma_pp, prefill_wgmma_tma };
 
 // Everything a kernel needs, by value (≈ 220 bytes of kernel parameters).
