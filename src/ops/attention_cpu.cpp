@@ -35,6 +35,12 @@
 #include "rows_cpu.hpp"
 #include "sixfold/runtime/vec_math.hpp"
 
+// The 64-byte vector type stays inside this file (internal linkage, inlined); without AVX-512
+// GCC notes that passing it by value has another ABI, which does not matter here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace sixfold::detail {
 namespace {
 
