@@ -1,0 +1,273 @@
+// src/cuda/topk_rows.cu — top-k of many rows on the GPU, one block per row (topk_rows_block):
+// radix selection over order-preserving keys (see src/cuda/topk.cu) with shared-memory digit
+// histograms, the first digit's bucket (and above) compacted in index order so that the later
+// digits and the ordered selection read that short list instead of the row, ties resolved by
+// block-scanned ranks in index order (deterministic), and for k <= 1024 a bitonic sort of the
+// selected (key, index) pairs in shared memory; larger k goes through CUB's segmented sort.
+#include <vector>
+
+#include "topk_common.cuh"
+
+namespace sixfold::detail::topk_gpu {
+namespace {
+
+__global__ void segment_offsets(std::int64_t* offs, std::int64_t rows, std::int64_t k) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i <= rows) offs[i] = i * k;
+}
+
+// ---- batched rows: one block per row -----------------------------------------------------------
+
+constexpr int kRowThreads = 512;
+constexpr int kRowSmemK = 1024;  // k up to this is selected and sorted in shared memory
+
+template <class T, class Key>
+struct RowsBlockArgs {
+  const T* x;
+  std::int64_t x_stride, n, k;
+  Key flip;
+  bool sorted;
+  T* values;
+  std::int64_t v_stride;
+  std::int64_t* indices;
+  std::int64_t i_stride;
+  Key* tmp_key;              // (rows, k) when k > kRowSmemK
+  std::int64_t* tmp_idx;
+};
+
+template <class T, class Key>
+__global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, Key> a) {
+  using Scan = cub::BlockScan<u64, kRowThreads>;
+  // Candidates of the first digit's bucket (and above), compacted in index order.
+  constexpr int kListCap = sizeof(Key) == 4 ? 2048 : 1024;
+  __shared__ u32 hist[kMaxBins];
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ Key skey[kRowSmemK];
+  __shared__ u32 sidx[kRowSmemK];
+  __shared__ Key lkey[kListCap];
+  __shared__ u32 lidx[kListCap];
+  __shared__ Key s_prefix, s_mask;
+  __shared__ u32 s_krem, s_top;
+  __shared__ int s_done;
+  __shared__ u64 s_carry;
+  const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
+  const u32 n = u32(a.n), t = threadIdx.x;
+  if (t == 0) { s_prefix = 0; s_mask = 0; s_krem = u32(a.k); s_done = 0; }
+  __syncthreads();
+  bool use_list = false;
+  u32 m = n;  // elements of the source: the row, or the list
+  // Key and index of source element i.
+  auto key_at = [&](u32 i) { return use_list ? lkey[i] : Key(order_key(x[i]) ^ a.flip); };
+  auto idx_at = [&](u32 i) { return use_list ? lidx[i] : i; };
+  for (int level = 0; level < kLevels<Key>; ++level) {
+    const int shift = digit_shift<Key>(level), bins = 1 << digit_bits<Key>(level);
+    const Key prefix = s_prefix, mask = s_mask, dmask = Key(bins - 1);
+    for (int i = t; i < bins; i += kRowThreads) hist[i] = 0;
+    __syncthreads();
+    constexpr int kUnroll = 8;
+    u32 i = t;
+    if (!use_list)
+      for (; i + (kUnroll - 1) * kRowThreads < m; i += kUnroll * kRowThreads) {
+        Key key[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) key[u] = order_key(x[i + u * kRowThreads]) ^ a.flip;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if ((key[u] & mask) == prefix) atomicAdd(&hist[u32((key[u] >> shift) & dmask)], 1u);
+      }
+    for (; i < m; i += kRowThreads) {
+      const Key key = key_at(i);
+      if ((key & mask) == prefix) atomicAdd(&hist[u32((key >> shift) & dmask)], 1u);
+    }
+    __syncthreads();
+    // Bucket of the k_rem-th from the top: thread t owns bins/kRowThreads bins.
+    const int per = (bins + kRowThreads - 1) / kRowThreads;
+    u64 c[8] = {}, sum = 0;
+    for (int j = 0; j < per; ++j) {
+      const int b = bins - 1 - (int(t) * per + j);
+      if (b >= 0) c[j] = hist[b];
+      sum += c[j];
+    }
+    u64 above = 0;
+    Scan(scan).ExclusiveSum(sum, above);
+    const u64 krem = s_krem;
+    __syncthreads();
+    if (above < krem && krem <= above + sum) {
+      int j = 0;
+      while (above + c[j] < krem) above += c[j++];
+      s_prefix = prefix | (Key(bins - 1 - (int(t) * per + j)) << shift);
+      s_mask = mask | (dmask << shift);
+      s_krem = u32(krem - above);
+      s_done = c[j] == krem - above;
+      s_top = u32(a.k - krem + above + c[j]);  // elements with top digits >= the bucket's
+    }
+    __syncthreads();
+    if (s_done) break;
+    if (level == 0 && s_top <= u32(kListCap)) {
+      // Compact every element at or above the bucket, in index order; the later digits and
+      // the selection then read the short list instead of the row.
+      const Key p0 = s_prefix, m0 = s_mask;
+      if (t == 0) s_carry = 0;
+      __syncthreads();
+      constexpr int kItems = 4;
+      for (u32 base = 0; base < n; base += kRowThreads * kItems) {
+        Key key[kItems];
+        u32 keep = 0;
+#pragma unroll
+        for (int u = 0; u < kItems; ++u) {
+          const u32 i2 = base + t * kItems + u;
+          key[u] = i2 < n ? (order_key(x[i2]) ^ a.flip) : Key(0);
+          keep += i2 < n && (key[u] & m0) >= p0;
+        }
+        u64 before = 0, total = 0;
+        Scan(scan).ExclusiveSum(u64(keep), before, total);
+        u32 slot = u32(s_carry + before);
+#pragma unroll
+        for (int u = 0; u < kItems; ++u) {
+          const u32 i2 = base + t * kItems + u;
+          if (i2 < n && (key[u] & m0) >= p0) { lkey[slot] = key[u]; lidx[slot] = i2; ++slot; }
+        }
+        __syncthreads();
+        if (t == 0) s_carry += total;
+        __syncthreads();
+      }
+      use_list = true;
+      m = s_top;
+    }
+  }
+  // Ordered selection: everything above the k-th key, and the first k_rem ties in index order.
+  const Key prefix = s_prefix, mask = s_mask;
+  const u32 krem = s_krem;
+  const bool all_ties = s_done;
+  const bool in_smem = a.k <= kRowSmemK;
+  __syncthreads();
+  if (t == 0) s_carry = 0;
+  __syncthreads();
+  constexpr int kItems = 4;  // consecutive elements per thread, so ranks follow index order
+  for (u32 base = 0; base < m; base += kRowThreads * kItems) {
+    Key key[kItems];
+    u32 gt = 0, eq = 0;
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const u32 i = base + t * kItems + u;
+      key[u] = i < m ? key_at(i) : Key(0);
+      const Key top = key[u] & mask;
+      gt += i < m && top > prefix;
+      eq += i < m && top == prefix;
+    }
+    u64 before = 0, total = 0;
+    Scan(scan).ExclusiveSum((u64(gt) << 32) | eq, before, total);
+    const u64 carry = s_carry;
+    u64 gt_before = (carry >> 32) + (before >> 32), eq_before = (carry & 0xffffffffu) + (before & 0xffffffffu);
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const u32 i = base + t * kItems + u;
+      if (i >= m) break;
+      const Key top = key[u] & mask;
+      const bool is_gt = top > prefix, is_eq = top == prefix;
+      if (is_gt || (is_eq && (all_ties || eq_before < krem))) {
+        const u64 slot = gt_before + (all_ties ? eq_before : std::min<u64>(eq_before, krem));
+        const u32 idx = idx_at(i);
+        if (in_smem) { skey[slot] = key[u]; sidx[slot] = idx; }
+        else {
+          a.tmp_key[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = key[u];
+          a.tmp_idx[std::int64_t(blockIdx.x) * a.k + std::int64_t(slot)] = idx;
+        }
+      }
+      gt_before += is_gt;
+      eq_before += is_eq;
+    }
+    __syncthreads();
+    if (t == 0) s_carry = carry + total;
+    __syncthreads();
+  }
+  if (!in_smem) return;
+  const int k = int(a.k);
+  if (a.sorted && k > 1) block_sort_pairs<kRowThreads>(skey, sidx, k);
+  __syncthreads();
+  T* vals = a.values + std::int64_t(blockIdx.x) * a.v_stride;
+  std::int64_t* inds = a.indices + std::int64_t(blockIdx.x) * a.i_stride;
+  for (int j = int(t); j < k; j += kRowThreads) {
+    vals[j] = x[sidx[j]];
+    inds[j] = sidx[j];
+  }
+}
+
+template <class T>
+void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
+  using Key = typename KeyOf<T>::type;
+  RowsBlockArgs<T, Key> r{};
+  r.x = static_cast<const T*>(a.x.data);
+  r.x_stride = a.x.row_stride;
+  r.n = a.x.n;
+  r.k = a.k;
+  r.flip = a.largest ? Key(0) : ~Key(0);
+  r.sorted = a.sorted;
+  r.values = static_cast<T*>(a.values.data);
+  r.v_stride = a.values.row_stride;
+  r.indices = static_cast<std::int64_t*>(a.indices.data);
+  r.i_stride = a.indices.row_stride;
+  const std::int64_t rows = a.x.rows;
+  if (a.k <= kRowSmemK) {
+    // (A sampled-threshold pre-pass measured slower at every shape: dev/topk/topk_v3_rows_sampled.cu.)
+    topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
+    check_cuda(cudaGetLastError(), kWhere);
+    return;
+  }
+  // Large k: ordered selection into scratch, then a stable segmented sort and a gather.
+  const std::int64_t items = rows * a.k;
+  PairSort<Key> sort;
+  if (a.sorted) sort.size_for(items, rows, false, a.x.n);
+  Carve c;
+  Key *k1 = nullptr, *k2 = nullptr;
+  std::int64_t *i1 = nullptr, *i2 = nullptr, *offs = nullptr;
+  void* temp = nullptr;
+  auto layout = [&] {
+    c.bytes = 0;
+    k1 = c.take<Key>(std::size_t(items));
+    k2 = c.take<Key>(std::size_t(items));
+    i1 = c.take<std::int64_t>(std::size_t(items));
+    i2 = c.take<std::int64_t>(std::size_t(items));
+    offs = c.take<std::int64_t>(std::size_t(rows + 1));
+    temp = c.take<char>(sort.temp_bytes);
+  };
+  layout();
+  parallel::cuda::detail::Scratch scratch(c.bytes, stream, kWhere);
+  c.base = static_cast<char*>(scratch.get());
+  layout();
+  r.tmp_key = k1;
+  r.tmp_idx = i1;
+  topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
+  check_cuda(cudaGetLastError(), kWhere);
+  const std::int64_t* idx = i1;
+  if (a.sorted) {
+    segment_offsets<<<int((rows + 256) / 256), 256, 0, stream>>>(offs, rows, a.k);
+    std::size_t tb = sort.temp_bytes;
+    const std::int64_t* co = offs;
+    check_cuda(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+                   temp, tb, static_cast<const Key*>(k1), k2, static_cast<const std::int64_t*>(i1), i2,
+                   items, rows, co, co + 1, 0, int(sizeof(Key) * 8), stream),
+               kWhere);
+    idx = i2;
+  }
+  const int blocks = int(std::min<std::int64_t>((items + 255) / 256, 4096));
+  gather<T><<<blocks, 256, 0, stream>>>(r.x, a.x.row_stride, idx, a.k, rows, r.values, a.values.row_stride,
+                                        r.indices, a.indices.row_stride);
+  check_cuda(cudaGetLastError(), kWhere);
+}
+
+}  // namespace
+
+void topk_rows_cuda(const TopKArgs& a, cudaStream_t stream) {
+  switch (a.dtype) {
+    case DType::f32: return run_rows_block<float>(a, stream);
+    case DType::f16: return run_rows_block<__half>(a, stream);
+    case DType::bf16: return run_rows_block<__nv_bfloat16>(a, stream);
+    case DType::f64: return run_rows_block<double>(a, stream);
+    case DType::i32: return run_rows_block<int>(a, stream);
+    default: break;
+  }
+  throw_error(kWhere, "unsupported dtype reached the CUDA backend");
+}
+
+}  // namespace sixfold::detail::topk_gpu
