@@ -20,7 +20,8 @@
 // Varlen (selective_scan_varlen): sequences packed along L with no padding, batch absent:
 //   u, delta, z, out (d, total), B/C (groups, n, total) or fixed, cu_seqlens int32 (nseq + 1),
 //   non-decreasing from 0 to total; initial/final state (nseq, d, n). The state restarts at
-//   every sequence boundary (from initial_state[seq] or 0).
+//   every sequence boundary (from initial_state[seq] or 0). A CUDA cu_seqlens is copied to the
+//   host to be validated (nseq + 1 ints, synchronous: not capturable in a CUDA graph).
 // softplus(x) = log(1 + e^x), taken as x above 20 (as mamba-ssm and torch.nn.functional.softplus).
 //
 // dtypes: u, delta, z, out and input-dependent B/C all f32, bf16 or f16 (the same); the state,
