@@ -324,12 +324,16 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
                    final_state=None, stream=None):
     """Mamba's selective scan, the semantics of mamba-ssm's selective_scan_fn (real A).
 
-    u, delta, z: (batch, d, L); A: (d, n) f32; B, C: (d, n) f32 or (batch, groups, n, L);
-    D, delta_bias: (d) f32; initial_state: (batch, d, n) f32. With ``cu_seqlens`` (int32,
-    nseq + 1) the sequences are packed: u, delta, z (d, total), B/C (groups, n, total), states
-    (nseq, d, n), the state restarting at each boundary. Returns out (u's dtype), or
-    (out, last_state) with ``return_last_state`` (last_state f32). f32/bf16/f16 inputs, f32 state.
+    u, delta, z: (batch, d, L); A: (d, n) f32; B, C: (d, n) f32, (batch, n, L) (one group, as
+    mamba-ssm accepts) or (batch, groups, n, L); D, delta_bias: (d) f32; initial_state:
+    (batch, d, n) f32. With ``cu_seqlens`` (int32, nseq + 1) the sequences are packed: u, delta,
+    z (d, total), B/C (groups, n, total), states (nseq, d, n), the state restarting at each
+    boundary. Returns out (u's dtype), or (out, last_state) with ``return_last_state``
+    (last_state f32). f32/bf16/f16 inputs, f32 state.
     """
+    if cu_seqlens is None:  # (batch, n, L) -> (batch, 1, n, L): a view, no copy
+        B = B[:, None] if B.ndim == 3 else B
+        C = C[:, None] if C.ndim == 3 else C
     if out is None:
         out = _empty(u, tuple(u.shape))
     if return_last_state and final_state is None:

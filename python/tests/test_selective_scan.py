@@ -66,6 +66,13 @@ def test_selective_scan_matches_loop(batch, d, n, L, groups, var):
     np.testing.assert_allclose(last, ref_h, rtol=1e-4, atol=1e-4 * np.abs(ref_h).max())
 
 
+def test_three_dim_B_C_is_one_group():
+    u, delta, A, B, C, D, z, bias = inputs(2, 4, 16, 33, 1)
+    out3 = sixfold.selective_scan(u, delta, A, B[:, 0], C[:, 0], D, z, bias, True)
+    out4 = sixfold.selective_scan(u, delta, A, B, C, D, z, bias, True)
+    np.testing.assert_array_equal(out3, out4)
+
+
 def test_varlen_equals_separate_sequences():
     d, n, groups, lens = 4, 16, 2, [5, 0, 1000, 1]
     total = sum(lens)
