@@ -376,11 +376,17 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
   float* m_run = w.m_run;
   float* l_run = w.l_run;
   float* alpha = w.alpha;
-  // Key tiles from the top of the range down (the state is a commutative monoid, so any order
-  // gives the same result): with a causal mask only the first tile straddles the diagonal and
-  // the ragged remainder lands at the bottom, where no lane is masked.
-  for (std::int64_t j1 = it.j1; j1 > it.j0; j1 -= kTuning.block_k) {
-    const std::int64_t j0 = std::max(it.j0, j1 - kTuning.block_k), nk = j1 - j0;
+  // Key tiles aligned to the top of the range (the state is a commutative monoid, so any order
+  // gives the same result): with a causal mask only the top tile straddles the diagonal and the
+  // ragged remainder lands at the bottom, where no lane is masked. Each thread walks them
+  // top-down and bottom-up in turn: its next tile of lanes then starts on the keys it has just
+  // read, still in L2, instead of on the ones evicted longest ago (same direction every time).
+  thread_local bool upward = false;
+  upward = !upward;
+  const std::int64_t bk = kTuning.block_k, ntiles = (it.j1 - it.j0 + bk - 1) / bk;
+  for (std::int64_t t = 0; t < ntiles; ++t) {
+    const std::int64_t j1 = it.j1 - (upward ? ntiles - 1 - t : t) * bk;
+    const std::int64_t j0 = std::max(it.j0, j1 - bk), nk = j1 - j0;
     std::int64_t ks = 0, vs = 0;
     const float* kp = rows_f32(a, kh, a.k_stride[2], j0, nk, w.kbuf, &ks);
     // Online softmax, vertical over the lanes: m' = max(m, max_j s_j), alpha = exp(m − m'),
