@@ -9,10 +9,13 @@ decode rows: q_len 1, kv_len 8k…128k, 64 q heads on 8 kv heads (GQA), GB/s of 
 CUDA events, median of repeats after warm-up.
 
 CPU (--device cpu, f32): torch's CPU SDPA (its flash-attention CPU kernel) vs sixfold at seq
-2048, head dim 64 and 128, 8 heads, causal and not, all cores for both. The box may be shared:
-each row is the best of --reps wall-clock runs, interleaved between torch and sixfold.
+2048, head dim 64 and 128, 8 heads, causal and not, all cores for both (--threads N to pin).
+The box may be shared: each row is the best of --reps runs, interleaved between torch and
+sixfold, as wall time and as process CPU time (with --threads 1 the latter is the per-core
+rate, the figure least disturbed by other load). sixfold's OpenMP threads: with torch imported
+first both use the libgomp torch loaded, one thread pool.
 
-    python3 bench/torch_attention.py [--device cuda|cpu] [--json FILE] [--reps N] [--quick]
+    python3 bench/torch_attention.py [--device cuda|cpu] [--json FILE] [--reps N] [--quick] [--threads N]
 """
 import argparse
 import json
@@ -118,7 +121,7 @@ def run_gpu(args):
 
 
 def run_cpu(args):
-    torch.set_num_threads(os.cpu_count())
+    torch.set_num_threads(args.threads or os.cpu_count())
     rows = []
     b, h, seq = 1, 8, 2048
     for d in (64, 128):
@@ -128,13 +131,15 @@ def run_cpu(args):
             fns = {"torch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                    "sixfold": lambda: sixfold.attention(q, k, v, causal=causal, out=out)}
             best = {n: float("inf") for n in fns}
+            cpu = {n: float("inf") for n in fns}  # process CPU time: all threads together
             for n, fn in fns.items():
                 fn()  # warm-up
             for _ in range(args.reps):  # interleaved, best of reps: the box may be shared
                 for n, fn in fns.items():
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     fn()
                     best[n] = min(best[n], (time.perf_counter() - t0) * 1e3)
+                    cpu[n] = min(cpu[n], (time.process_time() - c0) * 1e3)
             want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
             err = ((out.double() - want).abs().max() / want.abs().max()).item()
             f = flops(b, h, seq, seq, d, causal)
@@ -143,14 +148,16 @@ def run_cpu(args):
             for n, ms in best.items():
                 row[f"{n}_ms"] = ms
                 row[f"{n}_gflops"] = f / ms / 1e6
+                row[f"{n}_cpu_gflops"] = f / cpu[n] / 1e6  # per CPU-second (per core with --threads 1)
             row["ratio_vs_torch"] = best["torch_sdpa"] / best["sixfold"]
+            row["cpu_ratio_vs_torch"] = cpu["torch_sdpa"] / cpu["sixfold"]
             rows.append(row)
             print(fmt_row(row))
     return rows
 
 
 def fmt_row(r):
-    keys = [k for k in r if k.endswith(("_tflops", "_gflops", "_gbps")) or k.startswith("ratio")]
+    keys = [k for k in r if k.endswith(("_tflops", "_gflops", "_gbps")) or "ratio" in k]
     head = ", ".join(f"{k}={r[k]}" for k in ("kind", "d", "heads", "batch", "seq", "kv_len", "causal") if k in r)
     vals = ", ".join(f"{k}={r[k]:.3g}" if isinstance(r[k], float) else f"{k}={r[k]}" for k in keys)
     return f"{head}: {vals}"
@@ -162,6 +169,7 @@ def main():
     ap.add_argument("--json", help="write the rows to this file")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="GPU: two prefill shapes and two decode rows")
+    ap.add_argument("--threads", type=int, default=0, help="CPU: threads for both (default: all cores)")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, device {args.device}"
           + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else f" ({os.cpu_count()} threads)"))
