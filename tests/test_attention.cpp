@@ -507,6 +507,20 @@ TEST(AttentionCpu, HeadDimsGqaWindowsLayoutsDecodeBf16) {
   for (const Case& c : structure_cases(DType::bf16, {64, 96, 256})) run_case(c, Device::cpu());
 }
 
+// Many heads, long key ranges: the CPU backend's head-major order (all lane tiles of a kv head
+// fold one chunk of keys before the next; used when there are >= 2 heads per thread, up to 16
+// threads here).
+TEST(AttentionCpu, HeadMajorOrder) {
+  for (bool causal : {false, true}) {
+    Case c;
+    c.b = 2, c.hq = 32, c.hkv = 16, c.lq = 200, c.lk = 1100, c.d = 128, c.causal = causal;
+    run_case(c, Device::cpu());
+    c.left = causal ? 300 : -1;
+    c.dt = DType::bf16, c.b = 1, c.hkv = 32, c.d = 64, c.lq = 130, c.lk = 2100;
+    run_case(c, Device::cpu());
+  }
+}
+
 TEST(AttentionCpu, Varlen) {
   for (DType dt : {DType::f32, DType::bf16})
     for (const VarCase& c : varlen_cases(dt, dt == DType::f32 ? 64 : 96)) run_varlen(c, Device::cpu());

@@ -341,52 +341,63 @@ void mask_tile(float* st, std::int64_t nk, std::int64_t j0, const std::int64_t* 
     }
 }
 
-// Folds keys [it.j0, it.j1) into the lanes of one tile; writes the finished rows (nsplit 1) or
-// the normalized partial (o, lse) of this piece into `partials`.
+// The online-softmax state of one tile of lanes: Qᵀ (d, M) pre-scaled, Oᵀ (d, M), m, l, alpha
+// (M each), and the lanes' visible key ranges.
+struct TileState {
+  float *qt, *ot, *m_run, *l_run, *alpha;
+  std::int64_t lo[4 * kLanes], hi[4 * kLanes];
+  std::int64_t lo_max, hi_min;  // every lane sees [lo_max, hi_min]
+};
+
+// Builds Qᵀ and the key ranges of the tile's lanes (padding lanes see every key), empty state.
 template <int NV>
-void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partials) {
+void tile_setup(const AttentionArgs& a, const Seq& s, const Item& it, TileState& ts, float* row) {
   constexpr int M = kLanes * NV;
   const std::int64_t d = a.head_dim, g = a.q_heads / a.kv_heads;
   const std::int64_t es = dtype_bits(a.dtype) / 8;
-  const Seq s = seq_of(a, it.b);
-
-  // Qᵀ (d, M), pre-scaled; per-lane visible key ranges (padding lanes see every key).
-  std::int64_t lo[M], hi[M];
   for (int l = 0; l < M; ++l) {
     if (l >= it.nr) {
-      for (std::int64_t c = 0; c < d; ++c) w.qt[c * M + l] = 0.0f;
-      lo[l] = 0, hi[l] = s.lk - 1;
+      for (std::int64_t c = 0; c < d; ++c) ts.qt[c * M + l] = 0.0f;
+      ts.lo[l] = 0, ts.hi[l] = s.lk - 1;
       continue;
     }
     const std::int64_t r = it.r0 + l, i = r / g, h = it.kvh * g + r % g;
     const char* src = s.q + (h * a.q_stride[1] + i * a.q_stride[2]) * es;
-    const float* row = reinterpret_cast<const float*>(src);  // f32: read in place
-    if (a.dtype != DType::f32) load_row(a.dtype, src, w.row, d), row = w.row;
-    for (std::int64_t c = 0; c < d; ++c) w.qt[c * M + l] = row[c] * a.scale;
+    const float* q = reinterpret_cast<const float*>(src);  // f32: read in place
+    if (a.dtype != DType::f32) load_row(a.dtype, src, row, d), q = row;
+    for (std::int64_t c = 0; c < d; ++c) ts.qt[c * M + l] = q[c] * a.scale;
     const KeyRange kr = visible(a, i, s.lq, s.lk);
-    lo[l] = kr.lo, hi[l] = kr.hi;
+    ts.lo[l] = kr.lo, ts.hi[l] = kr.hi;
   }
   // Lanes in row order: the first real lane has the smallest range ends, the last the largest.
-  const std::int64_t lo_max = lo[it.nr - 1], hi_min = hi[0];
-  for (int l = 0; l < M; ++l) w.m_run[l] = kNegInf, w.l_run[l] = 0.0f;
-  std::fill(w.ot, w.ot + d * M, 0.0f);
+  ts.lo_max = ts.lo[it.nr - 1], ts.hi_min = ts.hi[0];
+  for (int l = 0; l < M; ++l) ts.m_run[l] = kNegInf, ts.l_run[l] = 0.0f;
+  std::fill(ts.ot, ts.ot + d * M, 0.0f);
+}
 
+// Folds keys [j0, j1) of kv head it.kvh into the tile's state, one tile of block_k keys at a time.
+template <int NV>
+void tile_fold(const AttentionArgs& a, const Seq& s, const Item& it, TileState& ts, Scratch& w,
+               std::int64_t jb, std::int64_t je) {
+  constexpr int M = kLanes * NV;
+  const std::int64_t d = a.head_dim;
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
   const char* kh = s.k + it.kvh * a.k_stride[1] * es;
   const char* vh = s.v + it.kvh * a.v_stride[1] * es;
-  float* m_run = w.m_run;
-  float* l_run = w.l_run;
-  float* alpha = w.alpha;
+  float* m_run = ts.m_run;
+  float* l_run = ts.l_run;
+  float* alpha = ts.alpha;
   // Key tiles aligned to the top of the range (the state is a commutative monoid, so any order
   // gives the same result): with a causal mask only the top tile straddles the diagonal and the
   // ragged remainder lands at the bottom, where no lane is masked. Each thread walks them
-  // top-down and bottom-up in turn: its next tile of lanes then starts on the keys it has just
-  // read, still in L2, instead of on the ones evicted longest ago (same direction every time).
+  // top-down and bottom-up in turn: its next range then starts on the keys it has just read,
+  // still in L2, instead of on the ones evicted longest ago (same direction every time).
   thread_local bool upward = false;
   upward = !upward;
-  const std::int64_t bk = kTuning.block_k, ntiles = (it.j1 - it.j0 + bk - 1) / bk;
+  const std::int64_t bk = kTuning.block_k, ntiles = (je - jb + bk - 1) / bk;
   for (std::int64_t t = 0; t < ntiles; ++t) {
-    const std::int64_t j1 = it.j1 - (upward ? ntiles - 1 - t : t) * bk;
-    const std::int64_t j0 = std::max(it.j0, j1 - bk), nk = j1 - j0;
+    const std::int64_t j1 = je - (upward ? ntiles - 1 - t : t) * bk;
+    const std::int64_t j0 = std::max(jb, j1 - bk), nk = j1 - j0;
     std::int64_t ks = 0, vs = 0;
     const float* kp = rows_f32(a, kh, a.k_stride[2], j0, nk, w.kbuf, &ks);
     // Online softmax, vertical over the lanes: m' = max(m, max_j s_j), alpha = exp(m − m'),
@@ -394,13 +405,13 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
     vf mx[NV], msafe[NV], sum[NV];
     for (int u = 0; u < NV; ++u) mx[u] = vsplat(kNegInf), sum[u] = vf{};
     float* st = w.st;
-    if (lo_max <= j0 && j0 + nk - 1 <= hi_min) {  // every lane sees the whole tile
-      scores<NV>(kp, ks, w.qt, d, st, nk, mx);
+    if (ts.lo_max <= j0 && j0 + nk - 1 <= ts.hi_min) {  // every lane sees the whole tile
+      scores<NV>(kp, ks, ts.qt, d, st, nk, mx);
     } else {
       vf unused[NV];
       for (int u = 0; u < NV; ++u) unused[u] = vsplat(kNegInf);
-      scores<NV>(kp, ks, w.qt, d, st, nk, unused);
-      mask_tile<NV>(st, nk, j0, lo, hi);
+      scores<NV>(kp, ks, ts.qt, d, st, nk, unused);
+      mask_tile<NV>(st, nk, j0, ts.lo, ts.hi);
       for (std::int64_t j = 0; j < nk; ++j)
 #pragma GCC unroll 4
         for (int u = 0; u < NV; ++u) mx[u] = vmax(mx[u], vload(st + j * M + u * kLanes));
@@ -424,24 +435,78 @@ void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partial
     for (int u = 0; u < NV; ++u)
       vstore(l_run + u * kLanes, vload(l_run + u * kLanes) * vload(alpha + u * kLanes) + sum[u]);
     const float* vp = rows_f32(a, vh, a.v_stride[2], j0, nk, w.vbuf, &vs);
-    pv<NV>(vp, vs, st, nk, alpha, w.ot, d);
+    pv<NV>(vp, vs, st, nk, alpha, ts.ot, d);
   }
+}
 
+// Writes the tile's finished rows (nsplit 1) or its normalized partial (o, lse) per lane.
+template <int NV>
+void tile_finish(const AttentionArgs& a, const Seq& s, const Item& it, const TileState& ts,
+                 float* row, float* partials) {
+  constexpr int M = kLanes * NV;
+  const std::int64_t d = a.head_dim, g = a.q_heads / a.kv_heads;
+  const std::int64_t es = dtype_bits(a.dtype) / 8;
   for (std::int64_t l = 0; l < it.nr; ++l) {
-    const bool empty = l_run[l] == 0.0f;
-    const float inv = empty ? 0.0f : 1.0f / l_run[l];
-    const float lse = empty ? kNegInf : m_run[l] + std::log(l_run[l]);
-    for (std::int64_t c = 0; c < d; ++c) w.row[c] = w.ot[c * M + l] * inv;
+    const bool empty = ts.l_run[l] == 0.0f;
+    const float inv = empty ? 0.0f : 1.0f / ts.l_run[l];
+    const float lse = empty ? kNegInf : ts.m_run[l] + std::log(ts.l_run[l]);
+    for (std::int64_t c = 0; c < d; ++c) row[c] = ts.ot[c * M + l] * inv;
     if (it.nsplit > 1) {  // partial: (o (d), lse) per lane
       float* p = partials + it.partial + l * (d + 1);
-      std::memcpy(p, w.row, std::size_t(d) * 4);
+      std::memcpy(p, row, std::size_t(d) * 4);
       p[d] = lse;
       continue;
     }
     const std::int64_t r = it.r0 + l, i = r / g, h = it.kvh * g + r % g;
-    store_row(a.dtype, w.row, s.out + (h * a.out_stride[1] + i * a.out_stride[2]) * es, d);
+    store_row(a.dtype, row, s.out + (h * a.out_stride[1] + i * a.out_stride[2]) * es, d);
     if (s.lse) s.lse[h * a.lse_stride[1] + i * a.lse_stride[2]] = lse;
   }
+}
+
+// One tile of lanes over keys [it.j0, it.j1).
+template <int NV>
+void run_item(const AttentionArgs& a, const Item& it, Scratch& w, float* partials) {
+  const Seq s = seq_of(a, it.b);
+  TileState ts;
+  ts.qt = w.qt, ts.ot = w.ot, ts.m_run = w.m_run, ts.l_run = w.l_run, ts.alpha = w.alpha;
+  tile_setup<NV>(a, s, it, ts, w.row);
+  tile_fold<NV>(a, s, it, ts, w, it.j0, it.j1);
+  tile_finish<NV>(a, s, it, ts, w.row, partials);
+}
+
+// Keys per chunk of the head-major order: K and V of a chunk take 512 KiB in f32, a quarter of
+// the 2 MiB L2, whatever the head dim.
+std::int64_t head_chunk_keys(std::int64_t d) {
+  return std::max<std::int64_t>(kTuning.block_k, (65536 / d) / kTuning.block_k * kTuning.block_k);
+}
+
+// All the 64-lane tiles of one (sequence, kv head) — tiles[0 … n) — with the key range outside:
+// every tile folds one chunk of keys before any tile moves to the next, so the chunk's K and V
+// stay in L2 across the tiles (tile by tile, K and V of a head were streamed from L3 once per
+// tile from d 128 at seq 2048). The tiles' states live in `arena` (O(rows · d) floats).
+void run_head(const AttentionArgs& a, const Item* tiles, std::size_t n, Scratch& w,
+              std::vector<float>& arena) {
+  constexpr int M = 4 * kLanes;
+  const std::int64_t d = a.head_dim;
+  const std::int64_t per_tile = 2 * d * M + 3 * M;
+  arena.resize(n * std::size_t(per_tile));
+  std::vector<TileState> states(n);
+  const Seq s = seq_of(a, tiles[0].b);
+  std::int64_t jb = s.lk, je = 0;
+  for (std::size_t t = 0; t < n; ++t) {
+    float* p = arena.data() + t * std::size_t(per_tile);
+    TileState& ts = states[t];
+    ts.qt = p, ts.ot = p + d * M, ts.m_run = p + 2 * d * M, ts.l_run = ts.m_run + M, ts.alpha = ts.l_run + M;
+    tile_setup<4>(a, s, tiles[t], ts, w.row);
+    jb = std::min(jb, tiles[t].j0), je = std::max(je, tiles[t].j1);
+  }
+  const std::int64_t chunk = head_chunk_keys(d);
+  for (std::int64_t c0 = jb; c0 < je; c0 += chunk)
+    for (std::size_t t = 0; t < n; ++t) {
+      const std::int64_t j0 = std::max(c0, tiles[t].j0), j1 = std::min(c0 + chunk, tiles[t].j1);
+      if (j0 < j1) tile_fold<4>(a, s, tiles[t], states[t], w, j0, j1);
+    }
+  for (std::size_t t = 0; t < n; ++t) tile_finish<4>(a, s, tiles[t], states[t], w.row, nullptr);
 }
 
 // Combines the nsplit partials of the tile whose first piece is `first` and writes its rows.
@@ -498,6 +563,27 @@ void attention_cpu(const AttentionArgs& a) {
       }
   }
   if (tiles.empty()) return;
+  // Head-major order (run_head) where every (sequence, kv head) has several 64-lane tiles,
+  // there are enough heads for the threads, and the key range spans several chunks.
+  const std::int64_t heads = a.batch * a.kv_heads;
+  bool head_major = !a.cu_q && heads >= 2 * threads && a.kv_len >= 2 * head_chunk_keys(d);
+  for (const Item& t : tiles) head_major = head_major && t.nv == 4 && g * a.q_len >= 2 * 4 * kLanes;
+  if (head_major) {  // tiles are grouped by (b, kv head), in order
+    std::vector<std::size_t> starts;
+    for (std::size_t n = 0; n < tiles.size(); ++n)
+      if (n == 0 || tiles[n].b != tiles[n - 1].b || tiles[n].kvh != tiles[n - 1].kvh) starts.push_back(n);
+    starts.push_back(tiles.size());
+    const std::size_t nheads = starts.size() - 1;
+#pragma omp parallel
+    {
+      Scratch& w = thread_scratch(d);
+      std::vector<float> arena;
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t h = 0; h < nheads; ++h)
+        run_head(a, tiles.data() + starts[h], starts[h + 1] - starts[h], w, arena);
+    }
+    return;
+  }
   // Split key ranges while there are fewer tiles than tasks_per_thread · threads.
   std::vector<Item> items;
   std::int64_t partial_floats = 0;
