@@ -29,7 +29,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "../ops/norm_entries.hpp"
 #include "norm_common.cuh"
@@ -352,6 +355,239 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
   }
 }
 
+// ---- Rows pipelined through registers, teams of threads per row (rms / layer) ------------------
+// bwd_rows_regs waits a full memory latency per row (its one 512-thread block per SM at n = 8192
+// loads a row, reduces, writes, and only then asks for the next). Here each thread keeps the raw
+// 16-byte packs of the next NB − 1 rows in flight in registers while it works on the current one
+// (manual NB-way unroll, so the buffers are named registers and no copy waits on a load). A block
+// of 512 threads is split into teams of P threads, one row per team at a time (P = n / 16,
+// rounded up to a warp); a team's row reductions use its own named barrier, so teams never wait
+// for each other. Column ownership is fixed across rows: thread t of a team owns packs s·P + t of
+// every row, and keeps dw/db for them in f32 registers across all the team's rows. At the end the
+// teams' partials are added in team order in shared memory and the block writes one partial row.
+// Order: within a team, rows in order; teams in index order; blocks in index order
+// (bwd_grad_reduce). Fixed by the shape and the grid, as before.
+
+constexpr int kPipeThreads = 512;
+
+__device__ __forceinline__ void team_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Reduction over the P threads of team `team` in thread order; every member gets the total.
+// scratch: (16) states, indexed by the warp's index in the block; used again two calls later.
+template <int N>
+__device__ __forceinline__ Sums<N> team_reduce(Sums<N> v, int P, int team, Sums<N>* scratch) {
+  const SumsMonoid<N> m;
+  v = group_reduce(v, 32, m);
+  if (P == 32) return v;
+  const int lane = threadIdx.x & 31, warps = P >> 5, first = team * warps;
+  if (lane == 0) scratch[threadIdx.x >> 5] = v;
+  team_sync(1 + team, P);
+  return group_reduce(lane < warps ? scratch[first + lane] : m.identity(), 32, m);
+}
+
+// dw/db accumulators of a team in shared memory: (grads, S, W, P) floats, thread t's value for
+// element k of its pack s at ((g·S + s)·W + k)·P + t — consecutive threads, consecutive words;
+// with W a multiple of 4 the same slots are used as float4 at ((g·S + s)·W/4 + h)·P + t.
+// acc_add: one pack's values into a block of (W, P) slots.
+template <int W>
+__device__ __forceinline__ void acc_add(float* acc, int P, int t, const float (&v)[W], bool first) {
+  if constexpr (W % 4 == 0) {
+    auto* a4 = reinterpret_cast<float4*>(acc);
+#pragma unroll
+    for (int h = 0; h < W / 4; ++h) {
+      float4& slot = a4[h * P + t];
+      float4 o = first ? make_float4(0.f, 0.f, 0.f, 0.f) : slot;
+      o.x += v[4 * h];
+      o.y += v[4 * h + 1];
+      o.z += v[4 * h + 2];
+      o.w += v[4 * h + 3];
+      slot = o;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      float& slot = acc[k * P + t];
+      slot = (first ? 0.f : slot) + v[k];
+    }
+  }
+}
+
+// Hides a value from the optimizer (an empty asm that "changes" it), so what is computed from it
+// afterwards is computed again rather than kept live from before.
+template <class R>
+__device__ __forceinline__ void opaque(R& r) {
+  if constexpr (std::is_same_v<R, uint4>) asm volatile("" : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w));
+  else if constexpr (std::is_same_v<R, uint2>) asm volatile("" : "+r"(r.x), "+r"(r.y));
+  else if constexpr (std::is_same_v<R, unsigned>) asm volatile("" : "+r"(r));
+  else asm volatile("" : "+h"(r));
+}
+
+// The slot of column col (< n) in a team's accumulator, for the final combine.
+template <int S, int W>
+__device__ __forceinline__ int acc_slot(int col, int P) {
+  const int pack = col / W, k = col - pack * W, s = pack / P, t = pack - s * P;
+  if constexpr (W % 4 == 0) return ((s * (W / 4) + k / 4) * P + t) * 4 + (k & 3);
+  else return (s * W + k) * P + t;
+}
+
+template <class T, NormKind K, int S, int W, int NB>
+__global__ void __launch_bounds__(kPipeThreads)
+bwd_rows_pipe(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_block, int P) {
+  static_assert(K == NormKind::rms || K == NormKind::layer);
+  __shared__ Sums<1> s1[2][16];
+  __shared__ Sums<2> s2[2][16];
+  __shared__ Sums<3> s3[2][16];
+  // (teams, grads, S·W·P) floats: each team's dw (and db) for its columns, across its rows.
+  extern __shared__ float4 acc_words[];
+  const int teams = int(blockDim.x) / P, team = int(threadIdx.x) / P, t = int(threadIdx.x) - team * P;
+  const int n = int(a.x.n), rem = n - t * W;
+  const int ngr = (part_w ? 1 : 0) + (part_b ? 1 : 0), span = S * W * P;
+  float* acc_w = reinterpret_cast<float*>(acc_words) + team * ngr * span;
+  float* acc_b = acc_w + (part_w ? span : 0);
+  const std::int64_t b0 = std::int64_t(blockIdx.x) * rows_per_block;
+  const std::int64_t b1 = std::min(a.x.rows, b0 + rows_per_block);
+  // This team's rows: b0 + team + i·teams, i < count.
+  const std::int64_t count = b1 > b0 + team ? (b1 - b0 - team + teams - 1) / teams : 0;
+  bool ok[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) ok[s] = s * P * W < rem;
+  const T* wp = a.weight ? static_cast<const T*>(a.weight) + t * W : nullptr;
+  const T* xb = static_cast<const T*>(a.x.data) + t * W;
+  const T* dyb = static_cast<const T*>(a.dy.data) + t * W;
+  T* yb = static_cast<T*>(a.dx.data) + t * W;
+  Pack<T, W> bx[NB][S], bd[NB][S];
+  const auto issue = [&](std::int64_t i, Pack<T, W>(&px)[S], Pack<T, W>(&pd)[S]) {
+    if (i >= count) return;
+    const std::int64_t r = b0 + team + i * teams;
+    const T* x = xb + r * a.x.row_stride;
+    const T* d = dyb + r * a.dy.row_stride;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (ok[s]) {
+        px[s] = Pack<T, W>::load(x + s * P * W);
+        pd[s] = Pack<T, W>::load(d + s * P * W);
+      }
+  };
+  // Each pass unpacks the raw packs again (opaque copies), so the unpacked row does not stay
+  // live across the team reductions: registers hold the raw packs of NB rows, not floats.
+  const auto unpacked = [&](const Pack<T, W>(&px)[S], const Pack<T, W>(&pd)[S], int s,
+                            float (&xv)[W], float (&dv)[W], float (&wv)[W]) {
+    Pack<T, W> qx = px[s], qd = pd[s];
+    opaque(qx.raw);
+    opaque(qd.raw);
+    qx.unpack(xv);
+    qd.unpack(dv);
+#pragma unroll
+    for (int k = 0; k < W; ++k) wv[k] = 1.f;
+    if (wp) Pack<T, W>::load_read_only(wp + s * P * W).unpack(wv);  // L1 after the first row
+  };
+  const auto process = [&](std::int64_t i, const Pack<T, W>(&px)[S], const Pack<T, W>(&pd)[S]) {
+    const int par = int(i & 1);
+    Coef c{};
+    if constexpr (K == NormKind::rms) {
+      Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+        float xv[W], dv[W], wv[W];
+        unpacked(px, pd, s, xv, dv, wv);
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          part.v[0] = fmaf(xv[k], xv[k], part.v[0]);
+          part.v[1] = fmaf(dv[k] * wv[k], xv[k], part.v[1]);
+        }
+      }
+      const Sums<2> tot = team_reduce(part, P, team, s2[par]);
+      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+      c.b = c.a * c.a * c.a * tot.v[1] / float(n);
+    } else {
+      Sums<1> sx{{0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+        float xv[W], dv[W], wv[W];
+        unpacked(px, pd, s, xv, dv, wv);
+#pragma unroll
+        for (int k = 0; k < W; ++k) sx.v[0] += xv[k];
+      }
+      const float mean = team_reduce(sx, P, team, s1[par]).v[0] / float(n);
+      Sums<3> part{{0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+        float xv[W], dv[W], wv[W];
+        unpacked(px, pd, s, xv, dv, wv);
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const float xc = xv[k] - mean, g = dv[k] * wv[k];
+          part.v[0] = fmaf(xc, xc, part.v[0]);
+          part.v[1] += g;
+          part.v[2] = fmaf(g, xc, part.v[2]);
+        }
+      }
+      const Sums<3> tot = team_reduce(part, P, team, s3[par]);
+      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+      c.b = mean;
+      c.c = tot.v[1] / float(n);
+      c.d = c.a * c.a * tot.v[2] / float(n);
+    }
+    // dx, and this row's dw (dy·x̂) and db (dy) terms added into the team's accumulators.
+    const std::int64_t r = b0 + team + i * teams;
+    T* y = yb + r * a.dx.row_stride;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (!ok[s]) continue;
+      float xv[W], dv[W], wv[W], o[W], gw[W];
+      unpacked(px, pd, s, xv, dv, wv);
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float x = xv[k], d = dv[k];
+        if constexpr (K == NormKind::rms) {
+          o[k] = c.a * (d * wv[k]) - x * c.b;
+          gw[k] = d * (x * c.a);
+        } else {
+          const float xc = x - c.b;
+          o[k] = c.a * (d * wv[k] - c.c - xc * c.d);
+          gw[k] = d * (xc * c.a);
+        }
+      }
+      Pack<T, W>::pack(o).store(y + s * P * W);
+      if (part_w) acc_add<W>(acc_w + s * W * P, P, t, gw, i == 0);
+      if (part_b) acc_add<W>(acc_b + s * W * P, P, t, dv, i == 0);
+    }
+  };
+
+  // Prologue: rows 0 .. NB − 2 in flight.
+#pragma unroll
+  for (int j = 0; j < NB - 1; ++j) issue(j, bx[j], bd[j]);
+  for (std::int64_t i0 = 0; i0 < count; i0 += NB) {
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const std::int64_t i = i0 + j;
+      if (i >= count) break;
+      // Row i + NB − 1 goes into the buffer that row i − 1 used (already consumed).
+      issue(i + NB - 1, bx[(j + NB - 1) % NB], bd[(j + NB - 1) % NB]);
+      process(i, bx[j], bd[j]);
+    }
+  }
+  if (!ngr) return;
+  // Partial row of the block: teams added in team order (a team with no rows adds nothing).
+  __syncthreads();
+  const float* base = reinterpret_cast<const float*>(acc_words);
+  const std::int64_t teams_live = std::min<std::int64_t>(teams, b1 - b0);
+  for (int col = int(threadIdx.x); col < n; col += int(blockDim.x)) {
+    const int slot = acc_slot<S, W>(col, P);
+    for (int g = 0; g < ngr; ++g) {
+      float v = 0.f;
+      for (int j = 0; j < teams_live; ++j) v += base[(j * ngr + g) * span + slot];
+      float* dst = g == 0 && part_w ? part_w : part_b;
+      dst[std::int64_t(blockIdx.x) * n + col] = v;
+    }
+  }
+}
+
 // ---- Long rows ---------------------------------------------------------------------------------
 
 constexpr int kChunkThreads = 256;
@@ -615,6 +851,50 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
   }
 }
 
+// Which row-in-registers kernel rms / layer backward use (n ≤ 8192). Dev hook, read per call:
+// SIXFOLD_NORM_BWD_KERNEL = regs (bwd_rows_regs, the previous kernel) | pipe2 | pipe3
+// (bwd_rows_pipe with 2 or 3 row buffers; the count applies to 16-bit dtypes with 16-byte rows,
+// the other paths have one fixed count). Default: pipe3.
+int pipe_buffers_from_env() {
+  if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
+    if (std::strcmp(e, "regs") == 0) return 0;
+    if (std::strcmp(e, "pipe2") == 0) return 2;
+  }
+  return 3;
+}
+
+template <class T, NormKind K, int S, int W, int NB>
+void launch_pipe(const NormBackwardArgs& a, cudaStream_t stream, int device, int sms, bool grads,
+                 std::int64_t ngrads) {
+  const std::int64_t n = a.x.n, rows = a.x.rows;
+  const int P = int(ceil_div(ceil_div(n, S * W), 32) * 32);
+  const int teams = kPipeThreads / P, threads = teams * P;
+  const std::size_t smem = grads ? std::size_t(teams) * ngrads * S * W * P * sizeof(float) : 0;
+  const auto kernel = bwd_rows_pipe<T, K, S, W, NB>;
+  static std::atomic<std::uint64_t> configured{0};  // the 64 KB (layer) limit, once per device
+  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+  if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
+    const int most = int(2 * S * W * kPipeThreads * sizeof(float));
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+               kWhere);
+    configured.fetch_or(bit, std::memory_order_release);
+  }
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), kWhere);
+  // Blocks: as many as are resident at once, but at least one row per team.
+  std::int64_t blocks =
+      std::min<std::int64_t>(ceil_div(rows, teams), std::int64_t(std::max(per_sm, 1)) * sms);
+  const std::int64_t per_block = ceil_div(rows, blocks);
+  blocks = ceil_div(rows, per_block);
+  Workspace ws(grads ? std::size_t(blocks * n * ngrads) * sizeof(float) : 0, stream, device);
+  float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
+  float* part_b =
+      a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? blocks * n : 0) : nullptr;
+  kernel<<<unsigned(blocks), threads, smem, stream>>>(a, part_w, part_b, per_block, P);
+  check_cuda(cudaGetLastError(), kWhere);
+  if (grads) reduce_grads<T>(a, part_w, part_b, blocks, stream);
+}
+
 template <class T, NormKind K, int W>
 void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device) {
   // Elements per thread: 16 with the row in registers (2 packs of x and dy in flight per thread;
@@ -626,6 +906,18 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   const std::int64_t ngrads = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
   int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  if constexpr (kHasGrads<K>) {
+    const int nb = n <= kPipeThreads * SR * W ? pipe_buffers_from_env() : 0;
+    if (nb > 0) {
+      if constexpr (W * sizeof(T) == 16 && sizeof(T) == 2) {
+        if (nb == 2) return launch_pipe<T, K, SR, W, 2>(a, stream, device, sms, grads, ngrads);
+        return launch_pipe<T, K, SR, W, 3>(a, stream, device, sms, grads, ngrads);
+      } else {
+        constexpr int kNB = W * sizeof(T) == 16 ? 2 : 1;
+        return launch_pipe<T, K, SR, W, kNB>(a, stream, device, sms, grads, ngrads);
+      }
+    }
+  }
   if (n <= kRegsThreads * SR * W) {
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
     const auto kernel = bwd_rows_regs<T, K, SR, W>;
