@@ -172,7 +172,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="CPU: threads for both (default: all cores)")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, device {args.device}"
-          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else f" ({os.cpu_count()} threads)"))
+          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda"
+             else f" ({args.threads or os.cpu_count()} of {os.cpu_count()} threads)"))
     rows = run_gpu(args) if args.device == "cuda" else run_cpu(args)
     if args.json:
         with open(args.json, "w") as fh:
