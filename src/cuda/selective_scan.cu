@@ -27,8 +27,7 @@
 // Where the time goes (H200, docs/perf/selective_scan.md): 14–16% of the exp/bandwidth roofline;
 // each round costs ~3,500 cycles of latency and per-round overhead against 16 (step, state)
 // items per thread, so the SFU runs at ~15% of its rate. (K, S) = (16, 1) measured 1.2–1.4×
-// faster in dev/selective_scan/sweep_launch.cpp and awaits the GPU test suite before it becomes
-// DefaultConfig.
+// faster in dev/selective_scan/sweep_launch.cpp (same outputs) and is the default since.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -56,8 +55,9 @@ template <int K_, int S_, int kMinBlocks_>
 struct ScanConfig {
   static constexpr int kItems = K_, kStates = S_, kMinBlocks = kMinBlocks_;
 };
-// (8, 2, 2): 128 registers, no spills; see docs/perf/selective_scan.md for the variants tried.
-using DefaultConfig = ScanConfig<8, 2, 2>;
+// (16, 1, 2): 16 steps of one state per round, 128-register cap, no spills; (8, 2, 2) was the
+// first default. See docs/perf/selective_scan.md for the variants tried.
+using DefaultConfig = ScanConfig<16, 1, 2>;
 constexpr int kMaxWarps = 8, kMaxThreads = kMaxWarps * 32;
 
 // ---- elements --------------------------------------------------------------------------------
