@@ -508,8 +508,8 @@ TEST(AttentionCpu, HeadDimsGqaWindowsLayoutsDecodeBf16) {
 }
 
 // Many heads, long key ranges: the CPU backend's head-major order (all lane tiles of a kv head
-// fold one chunk of keys before the next; used when there are >= 2 heads per thread, up to 16
-// threads here).
+// fold one chunk of keys before the next; used with >= 2 heads per thread that divide evenly:
+// 32 heads here, so 1, 2, 4, 8 or 16 threads take it).
 TEST(AttentionCpu, HeadMajorOrder) {
   for (bool causal : {false, true}) {
     Case c;

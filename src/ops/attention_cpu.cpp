@@ -563,10 +563,12 @@ void attention_cpu(const AttentionArgs& a) {
       }
   }
   if (tiles.empty()) return;
-  // Head-major order (run_head) where every (sequence, kv head) has several 64-lane tiles,
-  // there are enough heads for the threads, and the key range spans several chunks.
+  // Head-major order (run_head) where every (sequence, kv head) has several 64-lane tiles, the
+  // heads divide among the threads without a long tail (whole heads are the unit of work), and
+  // the key range spans several chunks.
   const std::int64_t heads = a.batch * a.kv_heads;
-  bool head_major = !a.cu_q && heads >= 2 * threads && a.kv_len >= 2 * head_chunk_keys(d);
+  bool head_major = !a.cu_q && heads >= 2 * threads && (heads % threads == 0 || heads >= 8 * threads) &&
+                    a.kv_len >= 2 * head_chunk_keys(d);
   for (const Item& t : tiles) head_major = head_major && t.nv == 4 && g * a.q_len >= 2 * 4 * kLanes;
   if (head_major) {  // tiles are grouped by (b, kv head), in order
     std::vector<std::size_t> starts;
