@@ -18,8 +18,12 @@
 //
 // Both products are register-blocked micro-GEMMs: R rows × NV vectors of 16 lanes in
 // registers (R·NV = 24 accumulators of the 32 zmm registers), written with GCC vector
-// extensions so they compile to AVX-512 FMAs with embedded broadcasts here and to narrower
-// SIMD (or scalar code) elsewhere.
+// extensions so they compile to AVX-512 FMAs fed by broadcast loads here and to narrower SIMD
+// (or scalar code) elsewhere.
+//
+// Work order: OpenMP over lane tiles (dynamic, heaviest first), or — with >= 2 heads per
+// thread — over whole kv heads whose lane tiles all fold one L2-sized chunk of K/V before the
+// next chunk (run_head), so K/V come from L2 rather than L3. Measurements: docs/perf/attention.md.
 #include <omp.h>
 
 #include <algorithm>
