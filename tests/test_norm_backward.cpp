@@ -352,6 +352,24 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
   check_determinism(Device::cuda(0));
 }
 
+// The alternative rms / layer backward kernels for rows of n ≤ 8192 (src/cuda/norm_backward.cu,
+// picked by SIXFOLD_NORM_BWD_KERNEL; the default is checked above): same cases, same bounds.
+TEST(NormBackward, CudaKernelVariantsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  const char* saved = std::getenv("SIXFOLD_NORM_BWD_KERNEL");
+  const std::string keep = saved ? saved : "";
+  for (const char* v : {"regs", "pipe1", "pipe2", "pipe3"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
+    setenv("SIXFOLD_NORM_BWD_KERNEL", v, 1);
+    for (const BwdCase& c : bwd_cases())
+      if ((c.kind == NormKind::rms || c.kind == NormKind::layer) && c.n <= 8192)
+        run_bwd_case(c, Device::cuda(0));
+    check_determinism(Device::cuda(0));
+  }
+  if (saved) setenv("SIXFOLD_NORM_BWD_KERNEL", keep.c_str(), 1);
+  else unsetenv("SIXFOLD_NORM_BWD_KERNEL");
+}
+
 TEST(AddNorm, BadInputIsRejectedAndNothingWritten) {
   std::vector<float> x(24, 1.0f), r(24, 1.0f), y(24, NAN), s(24, NAN), w(5, 1.0f), r2(20, 1.0f);
   auto v = [](std::vector<float>& d, Shape sh) { return TensorView::contiguous(d.data(), DType::f32, sh); };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dev/norm/gpu_run.sh LOGDIR — one GPU session for the norm backward work: build, CUDA tests
-# (default kernel and the pipe2 / regs variants), memcheck on small cases, the CLI bench for each
-# variant (SIXFOLD_NORM_BWD_KERNEL = regs | pipe2 | pipe3, same process order, same machine),
+# (default kernel, then pipe1 and pipe3 as the default; CudaKernelVariantsMatchReference runs all), memcheck on small cases, the CLI bench for each
+# variant (SIXFOLD_NORM_BWD_KERNEL = regs | pipe1 | pipe2 | pipe3, same machine),
 # then bench/torch_norm.py --only backward (sixfold's Python module built against build-gpu).
 # Every step has its own time limit so that the logs of the earlier steps survive.
 set -uo pipefail
@@ -27,7 +27,7 @@ b=build-gpu
   for t in test_norm_backward test_norm; do
     SIXFOLD_REQUIRE_GPU=1 timeout 90 "$b/tests/$t" --gtest_filter='*Cuda*' 2>&1 | tail -4
   done
-  for v in pipe2 regs; do
+  for v in pipe1 pipe3; do
     echo "== test_norm_backward with SIXFOLD_NORM_BWD_KERNEL=$v"
     SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_REQUIRE_GPU=1 timeout 60 "$b/tests/test_norm_backward" \
       --gtest_filter='*Cuda*' 2>&1 | tail -3
@@ -47,11 +47,11 @@ if command -v cuobjdump >/dev/null; then
     | uniq -c >"$out/sass_rms_pipe3.txt"
 fi
 el "CLI bench per variant"
-for v in regs pipe2 pipe3 regs; do
+for v in regs pipe1 pipe2 pipe3; do
   echo "== SIXFOLD_NORM_BWD_KERNEL=$v" >>"$out/bench.log"
   SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
     SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 \
-    timeout 45 "$b/tools/sixfold/sixfold" bench norm --backend cuda --seconds 0.25 >>"$out/bench.log" 2>&1
+    timeout 35 "$b/tools/sixfold/sixfold" bench norm --backend cuda --seconds 0.25 >>"$out/bench.log" 2>&1
   el "  $v done"
 done
 grep -E "==|rms_norm_backward|layer_norm_backward|softmax_backward|copy" "$out/bench.log" | cut -c1-160 | tee -a "$s"

@@ -15,6 +15,10 @@
 //                                registers: one read of x and dy, one write of dx. Blocks are
 //                                persistent over a fixed group of consecutive rows and keep that
 //                                group's dw/db for their columns in registers.
+//   bwd_rows_pipe   n ≤ 512·16, rms / layer only, dev variants (SIXFOLD_NORM_BWD_KERNEL =
+//                   pipe1 | pipe2 | pipe3; the default is bwd_rows_regs, faster on the H200 —
+//                   docs/perf/norm.md): teams of n/16 threads per row in a 512-thread block, the
+//                   raw packs of 1–3 rows in registers, dw/db in shared memory.
 //   longer rows     bwd_stats_chunks (per 2048-element chunk: its state) → bwd_stats_finish
 //                   (per row: chunk states merged in chunk order, then the coefficients) →
 //                   bwd_rows_coef (dx, column chunks × row groups): x and dy are read twice.
@@ -432,8 +436,8 @@ __device__ __forceinline__ int acc_slot(int col, int P) {
   else return (s * W + k) * P + t;
 }
 
-template <class T, NormKind K, int S, int W, int NB>
-__global__ void __launch_bounds__(kPipeThreads)
+template <class T, NormKind K, int S, int W, int NB, int MinBlocks>
+__global__ void __launch_bounds__(kPipeThreads, MinBlocks)
 bwd_rows_pipe(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_block, int P) {
   static_assert(K == NormKind::rms || K == NormKind::layer);
   __shared__ Sums<1> s1[2][16];
@@ -852,25 +856,27 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 }
 
 // Which row-in-registers kernel rms / layer backward use (n ≤ 8192). Dev hook, read per call:
-// SIXFOLD_NORM_BWD_KERNEL = regs (bwd_rows_regs, the previous kernel) | pipe2 | pipe3
-// (bwd_rows_pipe with 2 or 3 row buffers; the count applies to 16-bit dtypes with 16-byte rows,
-// the other paths have one fixed count). Default: pipe3.
+// SIXFOLD_NORM_BWD_KERNEL = regs (bwd_rows_regs; the default: fastest measured, see
+// docs/perf/norm.md) | pipe1 (bwd_rows_pipe, one row buffer, ≤ 64 registers for two 512-thread
+// blocks per SM) | pipe2 | pipe3 (2 or 3 row buffers, one block per SM). The buffer count
+// applies to 16-bit dtypes with 16-byte rows; the other paths have one fixed count.
 int pipe_buffers_from_env() {
   if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
-    if (std::strcmp(e, "regs") == 0) return 0;
+    if (std::strcmp(e, "pipe1") == 0) return 1;
     if (std::strcmp(e, "pipe2") == 0) return 2;
+    if (std::strcmp(e, "pipe3") == 0) return 3;
   }
-  return 3;
+  return 0;
 }
 
-template <class T, NormKind K, int S, int W, int NB>
+template <class T, NormKind K, int S, int W, int NB, int MinBlocks = 1>
 void launch_pipe(const NormBackwardArgs& a, cudaStream_t stream, int device, int sms, bool grads,
                  std::int64_t ngrads) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const int P = int(ceil_div(ceil_div(n, S * W), 32) * 32);
   const int teams = kPipeThreads / P, threads = teams * P;
   const std::size_t smem = grads ? std::size_t(teams) * ngrads * S * W * P * sizeof(float) : 0;
-  const auto kernel = bwd_rows_pipe<T, K, S, W, NB>;
+  const auto kernel = bwd_rows_pipe<T, K, S, W, NB, MinBlocks>;
   static std::atomic<std::uint64_t> configured{0};  // the 64 KB (layer) limit, once per device
   const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
   if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
@@ -910,6 +916,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     const int nb = n <= kPipeThreads * SR * W ? pipe_buffers_from_env() : 0;
     if (nb > 0) {
       if constexpr (W * sizeof(T) == 16 && sizeof(T) == 2) {
+        if (nb == 1) return launch_pipe<T, K, SR, W, 1, 2>(a, stream, device, sms, grads, ngrads);
         if (nb == 2) return launch_pipe<T, K, SR, W, 2>(a, stream, device, sms, grads, ngrads);
         return launch_pipe<T, K, SR, W, 3>(a, stream, device, sms, grads, ngrads);
       } else {
