@@ -15,10 +15,11 @@
 // be strict (x > t); a chunk pushed out of index order, or a threshold taken from a sample, uses
 // the non-strict filter (x >= t) and the prune decides the ties.
 //
-// Adversarial orders (largest of ascending data): when more than a quarter of the first 8192
-// elements of a chunk pass the filter, the k-th best of a sample of the rest of the chunk
-// (32 contiguous segments, ≥ 16k elements) becomes a non-strict threshold: at least k elements
-// of the chunk are at least as good, so nothing in the top k is filtered out.
+// Adversarial orders (largest of ascending data): when, after twice the buffer's capacity (1024
+// to 8192 elements), more than half of a chunk's elements pass the filter, the k-th best of a
+// sample of the rest of the chunk (32 contiguous segments, ≥ 16k elements) becomes a non-strict
+// threshold: at least k elements of the chunk are at least as good, so nothing in the top k is
+// filtered out.
 #include <omp.h>
 
 #include <algorithm>
@@ -163,13 +164,19 @@ class Selector {
     have_seed_ = false;
     appended_ = 0;
     bool seed_tried = false;
+    // Judge the order after twice the buffer (1024 to 8192 elements): adversarial when more
+    // than half of the elements since the buffer first filled passed the filter (on random
+    // data about k·ln(probe/cap) of them do), or when the buffer never filled.
+    const std::int64_t cap = std::int64_t(cap_);
+    const std::int64_t probe = std::clamp<std::int64_t>(2 * cap, 1024, kSeedProbe);
     std::int64_t i = 0;
     while (i < n) {
-      if (!seed_tried && i >= kSeedProbe) {
+      if (!seed_tried && i >= probe) {
         seed_tried = true;
-        if (appended_ > i / 4 && n - i >= 32 * k_) seed(x + i, n - i);
+        const bool adversarial = i <= cap ? appended_ >= i : appended_ - cap > (i - cap) / 2;
+        if (adversarial && n - i >= 32 * k_) seed(x + i, n - i);
       }
-      const std::int64_t end = seed_tried ? n : std::min(n, kSeedProbe);
+      const std::int64_t end = seed_tried ? n : std::min(n, probe);
       i = scan(x, i, end, first);
       if (buf_.size() >= cap_) prune();
     }
@@ -200,7 +207,7 @@ class Selector {
  private:
   static constexpr std::size_t kSlack = 64;        // a 4-vector block may overshoot cap_
   static constexpr int kPrefetchBytes = 4096;
-  static constexpr std::int64_t kSeedProbe = 8192; // elements scanned before judging the order
+  static constexpr std::int64_t kSeedProbe = 8192; // the latest point to judge the order
 
   void append(C v, std::int64_t index) { buf_.push_back({order_key(v, largest_), v, index}); }
 
