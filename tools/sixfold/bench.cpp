@@ -78,7 +78,8 @@ std::vector<Row> run_case(Case& c, const Ceilings& ceil, const Options& opt) {
   std::string device;
   if (gpu && ceil.gpu) {
     bw = ceil.gpu->copy_gbps * 1e9;
-    peak = ceil.gpu->fma_tflops * 1e12;
+    peak = (c.cost.tensor_core && ceil.gpu->bf16_gemm_tflops > 0 ? ceil.gpu->bf16_gemm_tflops
+                                                                 : ceil.gpu->fma_tflops) * 1e12;
     exps = ceil.gpu->exp_gops * 1e9;
     device = ceil.gpu->name;
   } else if (ceil.cpu) {

@@ -32,6 +32,8 @@ struct Cost {
   double flops = 0;
   double min_bytes = 0;  // each input read once, each output written once
   double exps = 0;       // transcendental evaluations (exp) the op cannot avoid
+  bool tensor_core = false;  // GPU flops are bf16/f16 tensor-core work: the peak is the measured
+                             // bf16 GEMM rate, not the f32 FMA rate
 };
 
 struct Impl {

@@ -230,6 +230,7 @@ std::unique_ptr<Case> make_attention_case(const AttnShape& s, Backend backend, b
   c->cost.flops = 4.0 * double(s.b * s.hq) * double(s.lq) * double(s.lk) * double(s.d) * causal_frac;
   c->cost.min_bytes = double((2 * nq + 2 * nk) * es);
   c->cost.exps = double(s.b * s.hq) * double(s.lq) * double(s.lk) * causal_frac;
+  c->cost.tensor_core = backend == Backend::cuda && s.dt != DType::f32;  // HGMMA/HMMA work
   c->tolerance = s.dt == DType::f32 ? 2e-5 : 1e-2;
   c->property = "associativity (online-softmax monoid over key tiles) + locality (scores stay in "
                 "cache: O(N) extra memory)";
