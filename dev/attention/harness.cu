@@ -400,7 +400,9 @@ static double copy_gbps() {
   return 2.0 * bytes / ms * 1e-6;
 }
 
-static void bench_decode(int batch, int lk, int lq, double copy) {
+// splits_list: explicit split counts to time (0 = the library's automatic choice); each gets
+// its own stream and graph figure over the same rotating cache copies.
+static void bench_decode(int batch, int lk, int lq, double copy, const std::vector<int>& splits_list = {0}) {
   const int D = 128, hkv = 8, hq = 64;
   const long long kv = (long long)batch * hkv * lk * D;
   const long long set_bytes = 2 * kv * 2;
@@ -421,9 +423,10 @@ static void bench_decode(int batch, int lk, int lq, double copy) {
   for (int d = 0; d < 3; ++d) { a.q_stride[d] = a.out_stride[d] = qs[d]; a.k_stride[d] = a.v_stride[d] = kst[d]; }
   a.lse_stride[0] = (long long)hq * lq; a.lse_stride[1] = lq; a.lse_stride[2] = 1;
   a.scale = 1.0f / std::sqrt(float(D)); a.causal = true;
+  for (const int splits : splits_list) {
   const float ms = median_ms([&](int i) {
     a.k = ks[i % sets]->p; a.v = vs[i % sets]->p;
-    detail::attention_cuda_kernel(a, 0, {}, Kernel::automatic, 0);
+    detail::attention_cuda_kernel(a, 0, {}, Kernel::automatic, splits);
   }, 20);
   // The same calls replayed from a CUDA graph (no host launch gaps): 2·sets calls per replay.
   cudaStream_t st;
@@ -434,7 +437,7 @@ static void bench_decode(int batch, int lk, int lq, double copy) {
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls; ++i) {
     a.k = ks[i % sets]->p; a.v = vs[i % sets]->p;
-    detail::attention_cuda_kernel(a, 0, Stream{st}, Kernel::automatic, 0);
+    detail::attention_cuda_kernel(a, 0, Stream{st}, Kernel::automatic, splits);
   }
   CK(cudaStreamEndCapture(st, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
@@ -450,8 +453,13 @@ static void bench_decode(int batch, int lk, int lq, double copy) {
   const float gms = tg[2 + (tg.size() - 2) / 2];
   CK(cudaGraphExecDestroy(exec)); CK(cudaGraphDestroy(graph)); CK(cudaStreamDestroy(st));
   const double gbps = set_bytes / ms * 1e-6, ggbps = set_bytes / gms * 1e-6;
-  std::printf("decode bf16 D128 b%d hq64 hkv8 lq %-2d lk %-6d stream %8.4f ms %5.1f%% | graph %8.4f ms %6.0f GB/s %5.1f%% of copy\n",
-              batch, lq, lk, ms, 100 * gbps / copy, gms, ggbps, 100 * ggbps / copy);
+  sixfold::detail::attn::Problem pr{};
+  pr.batch = batch; pr.kv_heads = hkv; pr.group = hq / hkv; pr.q_len = lq; pr.kv_len = lk;
+  const int used = splits > 0 ? splits : sixfold::detail::attn::decode_splits(pr, 0, 2);
+  std::printf("decode bf16 D128 b%d hq64 hkv8 lq %-2d lk %-6d splits %4d%s stream %8.4f ms %5.1f%% | graph %8.4f ms %6.0f GB/s %5.1f%% of copy\n",
+              batch, lq, lk, used, splits > 0 ? "  " : "a ", ms, 100 * gbps / copy, gms, ggbps, 100 * ggbps / copy);
+  std::fflush(stdout);
+  }
   for (auto* d : ks) delete d;
   for (auto* d : vs) delete d;
 }
@@ -471,6 +479,24 @@ int main(int argc, char** argv) {
     fails += !check_merge();
     std::printf("%d of %d cases failed\n", fails, n + 1);
     return fails ? 1 : 0;
+  }
+  if (mode == "decode") {
+    // Split sweep: for each shape, the automatic count (a) and 1, 2, 3, 4, 6 and 8 waves of
+    // resident blocks (132 SMs × 2 blocks of 128 threads for D 128).
+    const double copy = copy_gbps();
+    std::printf("device-to-device copy %.0f GB/s\n", copy);
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    for (auto [batch, lk] : {std::pair<int, int>{8, 8192}, {2, 32768}, {1, 131072}, {1, 8192}, {1, 32768},
+                             {8, 32768}, {8, 131072}}) {
+      const int blocks = batch * 8, resident = 2 * sms;
+      std::vector<int> sl{0};
+      for (double w : {1.0, 2.0, 3.0, 4.0, 6.0, 8.0})
+        sl.push_back(std::clamp(int(w * resident / blocks), 1, std::min(1024, lk / 256)));
+      sl.erase(std::unique(sl.begin() + 1, sl.end()), sl.end());
+      bench_decode(batch, lk, 1, copy, sl);
+    }
+    return 0;
   }
   if (mode == "bench") {
     const double copy = copy_gbps();

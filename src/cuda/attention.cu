@@ -72,6 +72,9 @@ __global__ void __launch_bounds__(kCombineThreads) attn_combine_splits(const Pro
   const Seq sq = seq_of(p, b);
   if (i >= sq.lq) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Launched as a programmatic dependent of the decode grid: wait for its partials (a no-op
+  // when launched plainly).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   auto block_reduce = [&](float x, bool is_max) {
     for (int off = 16; off; off >>= 1) {
       const float y = __shfl_xor_sync(0xffffffffu, x, off);
@@ -173,11 +176,13 @@ int multiprocessors(int device) {
   return sms;
 }
 
-// Splits of the key range for decode. The blocks of a decode launch all do the same work, so the
-// launch should be one full wave of resident blocks: splits = resident / blocks (each split at
-// least 4 tiles of 64 keys); a launch that already fills a wave is not split. H200, b8 × 8 kv
-// heads × 128k keys: 5 splits (1.2 waves) read the cache at 67% of copy bandwidth, 16 splits
-// (3.9 waves) at 93%.
+// Splits of the key range for decode: one full wave of resident blocks, splits = resident /
+// blocks (each split at least 4 tiles of 64 keys); a launch that already fills a wave is not
+// split. H200, b8 × 8 kv heads × 128k keys: 5 splits (1.2 waves) read the cache at 67% of copy
+// bandwidth, 16 splits (3.9 waves) at 93%. More waves of shorter blocks were measured and lose
+// at every decode shape (sweep of 1–8 waves in docs/perf/attention_cuda.md: b8 × 8k keys 81.8%
+// of copy at 1 wave, 68.6% at 4, 55.9% at 8 — each block's prologue, Q load and partial-row write
+// are paid once per wave, and the merge reads more partials).
 int decode_splits(const Problem& p, int device, int blocks_per_sm) {
   const i64 row_blocks = ceil_div(i64(p.group) * p.q_len, 16);
   const i64 blocks = i64(p.batch) * p.kv_heads * row_blocks;
@@ -199,7 +204,24 @@ void run_decode(Problem p, int device, cudaStream_t stream, int splits) {
   p.part_o = static_cast<float*>(scratch.get());
   p.part_lse = p.part_o + std::size_t(p.num_splits) * rows * D;
   launch<attn_decode_mma<T, D>>(grid, Tr::kThreads, Tr::kSmemBytes, stream, p, device);
-  attn_combine_splits<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(p, D);
+  // The merge is a programmatic dependent launch (Hopper): its blocks are scheduled as the last
+  // decode blocks start and wait on the device, instead of the launch starting after the decode
+  // grid drains. Where the attribute is refused, a plain launch.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(rows));
+  cfg.blockDim = dim3(kCombineThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  // Dev hook for A/B timing: SIXFOLD_ATTENTION_CUDA_NO_PDL set → plain launch.
+  static const bool pdl = std::getenv("SIXFOLD_ATTENTION_CUDA_NO_PDL") == nullptr;
+  if (!pdl || cudaLaunchKernelEx(&cfg, attn_combine_splits<T>, p, int(D)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    attn_combine_splits<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(p, D);
+  }
   check_cuda(cudaGetLastError(), kWhere);
 }
 

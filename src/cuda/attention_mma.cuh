@@ -164,6 +164,10 @@ struct PackedRows {
 template <class T, int D>
 __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
   using Tr = DecodeMmaTraits<D>;
+  // Programmatic dependent launch: once every block of this grid has started, the split merge
+  // (launched with the programmatic-serialization attribute) may be scheduled; it waits in
+  // griddepcontrol.wait for this grid's completion and memory, so only its launch overlaps.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   constexpr int kBN = Tr::kBN, kP = Tr::kPitch, kS = Tr::kStages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, kP)
