@@ -71,15 +71,7 @@ inline vf vexp(vf x) {
   vf xc = x > hi ? vsplat(hi) : x;
   xc = xc < lo ? vsplat(lo) : xc;
   const vf k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  vf r = xc - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  vf p = vsplat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  const vf p = exp_reduced(xc, k);
   const vi ki = __builtin_convertvector(k, vi);
   const vi k1 = ki >> 1, k2 = ki - k1;
   vf y = p * reinterpret_cast<const vf&>(static_cast<const vi&>((k1 + 127) << 23)) *
@@ -97,15 +89,7 @@ inline vf vexp_nonpositive(vf x) {
 #if defined(__AVX512F__)
   const vf xc = vmax(x, vsplat(-110.0f));
   const vf k = (vf)_mm512_roundscale_ps((__m512)(xc * 1.44269504088896341f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  vf r = xc - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  vf p = vsplat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  const vf p = exp_reduced(xc, k);
   return (vf)_mm512_scalef_ps((__m512)p, (__m512)k);
 #else
   return vexp(x);

@@ -23,29 +23,6 @@
 namespace sixfold::detail {
 namespace {
 
-// Statistics as in norm_cpu.cpp: 16 f32 lanes per block of 1024 elements (full AVX-512 width),
-// blocks summed in f64 so 1M-element rows keep f32-level accuracy.
-constexpr int kLanes = 16;
-constexpr std::int64_t kBlock = 1024;
-
-// Σ f(i) for i < n, f returning float; F must be cheap and inlinable.
-template <class F>
-double lane_sum(std::int64_t n, F f) {
-  double total = 0;
-  for (std::int64_t b = 0; b < n; b += kBlock) {
-    const std::int64_t m = std::min(kBlock, n - b);
-    float acc[kLanes] = {};
-    std::int64_t i = 0;
-    for (; i + kLanes <= m; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += f(b + i + l);
-    for (; i < m; ++i) acc[0] += f(b + i);
-    float s = 0;
-    for (float a : acc) s += a;
-    total += s;
-  }
-  return total;
-}
-
 const void* row_ptr(const RowsView& v, DType t, std::int64_t r) {
   return static_cast<const char*>(v.data) +
          std::size_t(r * v.row_stride) * std::size_t(dtype_bits(t) / 8);

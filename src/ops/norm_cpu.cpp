@@ -15,28 +15,12 @@
 namespace sixfold::detail {
 namespace {
 
-// ---- statistics: 16 f32 lanes per block of 1024 elements, blocks summed in f64 -------------
-// f32 lanes vectorize at full AVX-512 width; flushing every 1024 elements keeps the f32 error
-// of a block (≤ 64 adds per lane) small, and the f64 sum over blocks keeps 1M-element rows at
-// f32-level accuracy. (f64 lanes throughout: 0.54 ns/element for rms_norm, 1 thread, in cache.)
-constexpr int kLanes = 16;
-constexpr std::int64_t kBlock = 1024;
+// ---- statistics (lane_sum in rows_cpu.hpp) ------------------------------------------------
+constexpr int kLanes = 16;  // the row max's lanes
 
 template <class F>  // F(float) -> float, applied to every element and summed
 double blocked_sum(const float* x, std::int64_t n, F f) {
-  double total = 0;
-  for (std::int64_t b = 0; b < n; b += kBlock) {
-    const std::int64_t m = std::min(kBlock, n - b);
-    float acc[kLanes] = {};
-    std::int64_t i = 0;
-    for (; i + kLanes <= m; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += f(x[b + i + l]);
-    for (; i < m; ++i) acc[0] += f(x[b + i]);
-    float s = 0;
-    for (float a : acc) s += a;
-    total += s;
-  }
-  return total;
+  return lane_sum(n, [&](std::int64_t i) { return f(x[i]); });
 }
 
 double sum(const float* x, std::int64_t n) { return blocked_sum(x, n, [](float v) { return v; }); }

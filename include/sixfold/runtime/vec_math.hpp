@@ -12,19 +12,26 @@
 
 namespace sixfold {
 
-inline float exp_f32(float x) {
-  const float hi = 88.72283f, lo = -87.33654f;
-  const float xc = x > hi ? hi : (x < lo ? lo : x);
-  const float k = __builtin_rintf(xc * 1.44269504088896341f);
-  float r = xc - k * 0.693359375f;  // ln2 high part (exact in a few bits)
-  r = r - k * -2.12194440e-4f;      // ln2 low part
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
+// exp(x − k·ln 2) for k = round(x·log2 e): the range reduction and polynomial that every f32
+// exp of the library shares. T is float or a GCC vector of floats (the CPU attention kernel's
+// 16-lane exps), so the coefficients live here once.
+template <class T>
+inline T exp_reduced(T x, T k) {
+  T r = x - k * 0.693359375f;  // ln2 high part (exact in a few bits)
+  r = r - k * -2.12194440e-4f;  // ln2 low part
+  T p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+inline float exp_f32(float x) {
+  const float hi = 88.72283f, lo = -87.33654f;
+  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  const float k = __builtin_rintf(xc * 1.44269504088896341f);
+  const float p = exp_reduced(xc, k);
   // 2^k as exponent bits; k in [-126, 128]: split to stay representable at both ends.
   const std::int32_t ki = std::int32_t(k);
   const std::int32_t k1 = ki >> 1, k2 = ki - k1;
