@@ -138,19 +138,7 @@ __global__ void attn_merge_states(const MergeArgs a) {
 
 // ---- Host side ---------------------------------------------------------------------------------
 
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device, const char* where) {
-    check_cuda(cudaGetDevice(&previous_), where);
-    if (device != previous_) check_cuda(cudaSetDevice(device), where);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+using parallel::cuda::DeviceGuard;
 
 inline i64 ceil_div(i64 a, i64 b) { return (a + b - 1) / b; }
 

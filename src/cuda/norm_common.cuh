@@ -125,20 +125,7 @@ __device__ __forceinline__ typename M::value_type block_reduce(typename M::value
 
 // ---- Host helpers ----------------------------------------------------------------------------
 
-// Kernels run on the tensors' device; the caller's current device is restored afterwards.
-class DeviceGuard {
- public:
-  DeviceGuard(int device, const char* where) {
-    check_cuda(cudaGetDevice(&previous_), where);
-    if (device != previous_) check_cuda(cudaSetDevice(device), where);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+using parallel::cuda::DeviceGuard;
 
 constexpr std::int64_t kMaxGrid = 0x7fffffff;  // gridDim.x limit
 

@@ -9,18 +9,7 @@ namespace sixfold::detail {
 namespace {
 cudaStream_t raw(Stream s) { return static_cast<cudaStream_t>(s.handle); }
 
-// Kernels run on the tensors' device; the caller's current device is restored afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    parallel::cuda::check_cuda(cudaGetDevice(&previous_), "sixfold");
-    if (device != previous_) parallel::cuda::check_cuda(cudaSetDevice(device), "sixfold");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
+using parallel::cuda::DeviceGuard;
 }  // namespace
 
 void cuda_reduce(const TensorView& in, const TensorView& out, MonoidOp op, Stream stream) {

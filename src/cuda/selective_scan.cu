@@ -431,19 +431,7 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
 }
 
 // ---- launch --------------------------------------------------------------------------------------
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check_cuda(cudaGetDevice(&previous_), kWhere);
-    if (device != previous_) check_cuda(cudaSetDevice(device), kWhere);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+using parallel::cuda::DeviceGuard;
 
 template <class Cfg>
 std::size_t smem_bytes(int n, int cw, int warps) {
@@ -528,7 +516,7 @@ void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream s
     throw_error(kWhere, "channels_per_warp must be 8, 16 or 32");
   if (launch.warps < 0 || launch.warps > kMaxWarps)
     throw_error(kWhere, "warps must be 1..8");
-  DeviceGuard guard(device);
+  DeviceGuard guard(device, kWhere);
   const SelectiveScanLaunch l = choose_launch(a, device, launch);
   const auto s = static_cast<cudaStream_t>(stream.handle);
   switch (a.dtype) {
@@ -563,7 +551,7 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
 }  // namespace
 
 void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream stream) {
-  DeviceGuard guard(device);
+  DeviceGuard guard(device, kWhere);
   const auto s = static_cast<cudaStream_t>(stream.handle);
   switch (a.dtype) {
     case DType::f32: launch_step<float>(a, s); break;

@@ -40,6 +40,22 @@ inline void check_cuda(cudaError_t e, const char* where) {
   if (e != cudaSuccess) throw_error(where, std::string("CUDA error: ") + cudaGetErrorString(e));
 }
 
+// Makes `device` current for a scope (kernels run on the tensors' device) and restores the
+// caller's current device afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device, const char* where = "sixfold") {
+    check_cuda(cudaGetDevice(&previous_), where);
+    if (device != previous_) check_cuda(cudaSetDevice(device), where);
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 namespace detail {
 
 // The default memory pool returns its memory to the driver at every synchronization unless
