@@ -9,6 +9,7 @@
 #include <string>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "sixfold/runtime/dtype.hpp"
@@ -16,6 +17,12 @@
 #include "sixfold/runtime/tensor.hpp"
 
 namespace sixfold::testing {
+
+// The tests' random engine: fresh inputs on every run (seeded from std::random_device).
+inline std::mt19937_64& engine() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
 
 inline std::uint16_t encode16(DType t, double v) {
   return t == DType::bf16 ? to_bfloat16(float(v)).bits : to_half(float(v)).bits;

@@ -22,11 +22,6 @@ using namespace sixfold::testing;
 
 namespace {
 
-std::mt19937_64& engine() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
-
 struct Case {
   NormKind kind;
   DType dtype;

@@ -24,11 +24,6 @@ using namespace sixfold::testing;
 
 namespace {
 
-std::mt19937_64& engine() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
-
 const char* kind_name(NormKind k) {
   const char* names[] = {"rms", "layer", "softmax", "log_softmax"};
   return names[int(k)];

@@ -24,11 +24,6 @@ using namespace sixfold::testing;
 
 namespace {
 
-std::mt19937_64& engine() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
-
 std::vector<double> draw(std::size_t count, double lo, double hi) {
   std::uniform_real_distribution<double> ud(lo, hi);
   std::vector<double> v(count);

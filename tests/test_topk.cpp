@@ -31,11 +31,6 @@ using namespace sixfold::testing;
 
 namespace {
 
-std::mt19937_64& engine() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
-
 std::size_t esize(DType t) { return std::size_t(dtype_bits(t) / 8); }
 
 // Stores v as dtype t (values must be representable: the generators round them first).
