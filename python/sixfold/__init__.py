@@ -33,23 +33,24 @@ def _framework(x) -> str:
     return {"numpy": "numpy", "torch": "torch", "cupy": "cupy", "jax": "jax", "jaxlib": "jax"}.get(mod, mod)
 
 
-def _empty(x, shape):
-    """An uninitialized array of x's framework, dtype and device."""
+def _empty(x, shape, dtype=None, arg="out"):
+    """An uninitialized array of x's framework and device; x's dtype, or `dtype` by name
+    ("int64", "float32"). `arg` names the keyword a caller can pass instead."""
     fw = _framework(x)
     if fw == "numpy":
         import numpy as np
-        return np.empty(shape, dtype=x.dtype)
+        return np.empty(shape, dtype=x.dtype if dtype is None else getattr(np, dtype))
     if fw == "torch":
         import torch
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
+        return torch.empty(shape, dtype=x.dtype if dtype is None else getattr(torch, dtype), device=x.device)
     if fw == "cupy":
         import cupy
         with x.device:
-            return cupy.empty(shape, dtype=x.dtype)
+            return cupy.empty(shape, dtype=x.dtype if dtype is None else getattr(cupy, dtype))
     if fw == "jax":
         raise TypeError("sixfold: jax arrays are immutable, so sixfold cannot allocate a jax output; "
-                        "pass out= as a numpy/cupy/torch array (jax inputs are read without copies)")
-    raise TypeError(f"sixfold: cannot allocate an output like a {type(x).__name__}; pass out=")
+                        f"pass {arg}= as a numpy/cupy/torch array (jax inputs are read without copies)")
+    raise TypeError(f"sixfold: cannot allocate an output like a {type(x).__name__}; pass {arg}=")
 
 
 def _stream(x, stream) -> int:
@@ -231,22 +232,6 @@ def silu_gate(a, b, *, out=None, stream=None):
     return out
 
 
-def _empty_i64(x, shape):
-    """An uninitialized int64 array of x's framework and device."""
-    fw = _framework(x)
-    if fw == "torch":
-        import torch
-        return torch.empty(shape, dtype=torch.int64, device=x.device)
-    if fw == "cupy":
-        import cupy
-        with x.device:
-            return cupy.empty(shape, dtype=cupy.int64)
-    import numpy as np
-    if fw == "numpy":
-        return np.empty(shape, dtype=np.int64)
-    raise TypeError(f"sixfold: cannot allocate an output like a {type(x).__name__}; pass out=")
-
-
 def topk(x, k: int, *, largest: bool = True, sorted: bool = True, out=None, stream=None):
     """(values, indices) of the k largest (or smallest) along the last dimension, exact and
     deterministic: among equal values the lower index wins; NaN is above +inf (as torch.topk);
@@ -256,7 +241,7 @@ def topk(x, k: int, *, largest: bool = True, sorted: bool = True, out=None, stre
         n = int(x.shape[-1]) if len(x.shape) else 0
         kept = k if 1 <= k <= n else 1  # an invalid k is reported by the C++ validation
         shape = tuple(x.shape[:-1]) + (kept,)
-        out = (_empty(x, shape), _empty_i64(x, shape))
+        out = (_empty(x, shape), _empty(x, shape, "int64", "out"))
     values, indices = out
     _C.topk(x, k, values, indices, bool(largest), bool(sorted), _stream(x, stream))
     return values, indices
@@ -303,22 +288,6 @@ def check_laws(trials: int = 1000, counterexamples: bool = False):
     return _C.check_laws(trials, counterexamples)
 
 
-def _empty_f32(x, shape):
-    """An uninitialized float32 array of x's framework and device (scan states are f32)."""
-    fw = _framework(x)
-    if fw == "torch":
-        import torch
-        return torch.empty(shape, dtype=torch.float32, device=x.device)
-    if fw == "cupy":
-        import cupy
-        with x.device:
-            return cupy.empty(shape, dtype=cupy.float32)
-    import numpy as np
-    if fw == "numpy":
-        return np.empty(shape, dtype=np.float32)
-    raise TypeError(f"sixfold: cannot allocate a state like a {type(x).__name__}; pass final_state=")
-
-
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
                    return_last_state=False, *, initial_state=None, cu_seqlens=None, out=None,
                    final_state=None, stream=None):
@@ -338,7 +307,7 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
         out = _empty(u, tuple(u.shape))
     if return_last_state and final_state is None:
         nseq = int(cu_seqlens.shape[0]) - 1 if cu_seqlens is not None else int(u.shape[0])
-        final_state = _empty_f32(u, (nseq, int(A.shape[0]), int(A.shape[1])))
+        final_state = _empty(u, (nseq, int(A.shape[0]), int(A.shape[1])), "float32", "final_state")
     s = _stream(u, stream)
     if cu_seqlens is None:
         _C.selective_scan(u, delta, A, B, C, D, z, delta_bias, initial_state, out, final_state,
@@ -367,22 +336,6 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
 
 
 __all__ += ["selective_scan", "selective_state_update"]
-
-
-def _empty_attn_f32(x, shape):
-    """An uninitialized float32 array of x's framework and device (attention's lse)."""
-    fw = _framework(x)
-    if fw == "torch":
-        import torch
-        return torch.empty(shape, dtype=torch.float32, device=x.device)
-    if fw == "cupy":
-        import cupy
-        with x.device:
-            return cupy.empty(shape, dtype=cupy.float32)
-    if fw == "numpy":
-        import numpy as np
-        return np.empty(shape, dtype=np.float32)
-    raise TypeError(f"sixfold: cannot allocate an lse like a {type(x).__name__}; pass lse=")
 
 
 def _swap_seq_heads(x):
@@ -414,7 +367,7 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=(None, None),
         out = _empty(q, tuple(q.shape))
     if return_lse and lse is None and len(q.shape) == 4:
         b, h, lq = (q.shape[0], q.shape[2], q.shape[1]) if layout == "blhd" else tuple(q.shape[:3])
-        lse = _empty_attn_f32(q, (int(b), int(h), int(lq)))
+        lse = _empty(q, (int(b), int(h), int(lq)), "float32", "lse")
     args = (q, k, v, out) if layout == "bhld" else tuple(_swap_seq_heads(t) for t in (q, k, v, out))
     _C.attention(*args, lse, float(scale or 0.0), bool(causal), left, right, _stream(q, stream))
     return (out, lse) if return_lse else out
@@ -429,7 +382,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = Fals
     if out is None:
         out = _empty(q, tuple(q.shape))
     if return_lse and lse is None and len(q.shape) == 3:
-        lse = _empty_attn_f32(q, (int(q.shape[1]), int(q.shape[0])))
+        lse = _empty(q, (int(q.shape[1]), int(q.shape[0])), "float32", "lse")
     _C.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, float(scale or 0.0), bool(causal),
                         left, right, _stream(q, stream))
     return (out, lse) if return_lse else out
@@ -443,7 +396,7 @@ def merge_attention_states(o1, lse1, o2, lse2, *, out=None, lse_out=None, stream
     if out is None:
         out = _empty(o1, tuple(o1.shape))
     if lse_out is None:
-        lse_out = _empty_attn_f32(lse1, tuple(lse1.shape))
+        lse_out = _empty(lse1, tuple(lse1.shape), "float32", "lse_out")
     _C.merge_attention_states(o1, lse1, o2, lse2, out, lse_out, _stream(o1, stream))
     return out, lse_out
 
