@@ -95,9 +95,13 @@ struct Param {
 
 double tolerance(DType t) { return t == DType::f32 ? 5e-5 : (t == DType::bf16 ? 1.6e-2 : 4e-3); }
 
-// Compares rows of out against the reference: |got − want| <= rtol · (|want| + max|ref| of the row).
+// Compares rows of out against the reference:
+//   |got − want| <= rtol · (|want| + max|ref| of the row + magnitude of want's terms),
+// the last (when given) so that an output whose terms cancel is judged by the size of the terms
+// it was summed from, not by its own (a short row has no large neighbours to lend it a bound).
 void expect_close(DType t, const std::vector<double>& got, const std::vector<double>& ref,
-                  std::int64_t rows, std::int64_t len, const char* what) {
+                  std::int64_t rows, std::int64_t len, const char* what,
+                  const std::vector<double>* magnitude = nullptr) {
   const double rtol = tolerance(t);
   for (std::int64_t r = 0; r < rows; ++r) {
     double mx = 0;
@@ -105,7 +109,8 @@ void expect_close(DType t, const std::vector<double>& got, const std::vector<dou
     for (std::int64_t i = 0; i < len; ++i) {
       const double want = round_to(t, ref[std::size_t(r * len + i)]), g = got[std::size_t(r * len + i)];
       ASSERT_TRUE(std::isfinite(want)) << what << " row " << r << " t " << i << ": reference overflows the dtype";
-      ASSERT_LE(std::fabs(g - want), rtol * (std::fabs(want) + mx) + 1e-30)
+      const double mag = magnitude ? (*magnitude)[std::size_t(r * len + i)] : 0.0;
+      ASSERT_LE(std::fabs(g - want), rtol * (std::fabs(want) + mx + mag) + 1e-30)
           << what << " row " << r << " t " << i << " got " << g << " want " << want;
     }
   }
@@ -169,7 +174,7 @@ void run_case(const Case& c, Device dev) {
   synchronize(dev);
 
   // The reference, per sequence (varlen) or for the whole batch, on the stored inputs.
-  std::vector<double> ref_out(std::size_t(rows * L)), ref_state(std::size_t(nseq * c.d * n));
+  std::vector<double> ref_out(std::size_t(rows * L)), ref_mag(std::size_t(rows * L)), ref_state(std::size_t(nseq * c.d * n));
   for (std::int64_t q = 0; q < (varlen ? nseq : 1); ++q) {
     reference::SelectiveScanProblem p;
     const std::int64_t t0 = varlen ? cu[std::size_t(q)] : 0, len = varlen ? c.seqlens[std::size_t(q)] : L;
@@ -194,11 +199,14 @@ void run_case(const Case& c, Device dev) {
                               init.stored.begin() + (varlen ? (q + 1) * c.d * n : nseq * c.d * n));
     const auto r = reference::selective_scan(p);
     for (std::int64_t row = 0; row < pb * c.d; ++row)
-      for (std::int64_t t = 0; t < len; ++t) ref_out[std::size_t(row * L + t0 + t)] = r.out[std::size_t(row * len + t)];
+      for (std::int64_t t = 0; t < len; ++t) {
+        ref_out[std::size_t(row * L + t0 + t)] = r.out[std::size_t(row * len + t)];
+        ref_mag[std::size_t(row * L + t0 + t)] = r.magnitude[std::size_t(row * len + t)];
+      }
     std::copy(r.state.begin(), r.state.end(), ref_state.begin() + q * c.d * n * (varlen ? 1 : 0));
   }
   const auto got = c.in_place ? u.read() : out.read();
-  expect_close(c.dtype, got, ref_out, rows, L, "out");
+  expect_close(c.dtype, got, ref_out, rows, L, "out", &ref_mag);
   if (c.want_final) {
     const auto st = decode(DType::f32, fin.buf->host(), 1, nseq * c.d * n, nseq * c.d * n);
     // The state is f32 in every dtype: its error is the f32 scan's on the rounded inputs.
@@ -302,12 +310,12 @@ void run_step(const StepCase& c, Device dev) {
   if (c.has_bias) in.dt_bias = bias.view({c.d});
   selective_state_update(state.view({c.batch, c.d, n}), in, out.view({c.batch, c.d}), {c.softplus});
   synchronize(dev);
-  std::vector<double> ref_state = state.stored;
+  std::vector<double> ref_state = state.stored, ref_mag;
   const auto ref = reference::selective_state_update(
       ref_state, c.batch, c.d, n, c.groups, x.stored, dt.stored, A.stored, B.stored, C.stored,
       c.has_D ? D.stored : std::vector<double>{}, c.has_z ? z.stored : std::vector<double>{},
-      c.has_bias ? bias.stored : std::vector<double>{}, c.softplus);
-  expect_close(c.dtype, out.read(), ref, c.batch, c.d, "out");
+      c.has_bias ? bias.stored : std::vector<double>{}, c.softplus, &ref_mag);
+  expect_close(c.dtype, out.read(), ref, c.batch, c.d, "out", &ref_mag);
   expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * n, rows * n), ref_state, rows, n, "state");
 }
 

@@ -26,6 +26,9 @@ inline double softplus(double x) { return x <= 20.0 ? std::log1p(std::exp(x)) : 
 struct SelectiveScanResult {
   std::vector<double> out;    // (batch, d, len)
   std::vector<double> state;  // (batch, d, n): h after the last step
+  // (batch, d, len): (Σ_s |C·h| + |D·u|)·|silu(z)|, the size of the terms that sum to out. Where
+  // they cancel, out is small but its rounding error is not: tests scale their bounds by this.
+  std::vector<double> magnitude;
 };
 
 inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
@@ -33,6 +36,7 @@ inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
   SelectiveScanResult r;
   r.out.assign(std::size_t(p.batch * p.d * L), 0.0);
   r.state.assign(std::size_t(p.batch * p.d * n), 0.0);
+  r.magnitude.assign(r.out.size(), 0.0);
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t c = 0; c < p.d; ++c) {
       const std::int64_t row = (b * p.d + c) * L, g = c / per_group;
@@ -42,25 +46,32 @@ inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
         const double u = p.u[std::size_t(row + t)];
         double dt = p.delta[std::size_t(row + t)] + (p.bias.empty() ? 0.0 : p.bias[std::size_t(c)]);
         if (p.softplus) dt = softplus(dt);
-        double y = 0;
+        double y = 0, mag = 0;
         for (std::int64_t s = 0; s < n; ++s) {
           const double Bv = p.var_B ? p.B[std::size_t(((b * p.groups + g) * n + s) * L + t)] : p.B[std::size_t(c * n + s)];
           const double Cv = p.var_C ? p.C[std::size_t(((b * p.groups + g) * n + s) * L + t)] : p.C[std::size_t(c * n + s)];
           h[s] = std::exp(dt * p.A[std::size_t(c * n + s)]) * h[s] + dt * Bv * u;
           y += Cv * h[s];
+          mag += std::fabs(Cv * h[s]);
         }
-        if (!p.D.empty()) y += p.D[std::size_t(c)] * u;
+        if (!p.D.empty()) {
+          y += p.D[std::size_t(c)] * u;
+          mag += std::fabs(p.D[std::size_t(c)] * u);
+        }
         if (!p.z.empty()) {
-          const double z = p.z[std::size_t(row + t)];
-          y *= z / (1.0 + std::exp(-z));
+          const double z = p.z[std::size_t(row + t)], gate = z / (1.0 + std::exp(-z));
+          y *= gate;
+          mag *= std::fabs(gate);
         }
         r.out[std::size_t(row + t)] = y;
+        r.magnitude[std::size_t(row + t)] = mag;
       }
     }
   return r;
 }
 
-// One decoding step. state (batch, d, n) is updated in place; returns out (batch, d).
+// One decoding step. state (batch, d, n) is updated in place; returns out (batch, d) and, when
+// asked, the magnitude of its terms as in SelectiveScanResult.
 // x, dt, z: (batch, d); B, C: (batch, groups, n); A (d, n); D, bias (d) or empty.
 inline std::vector<double> selective_state_update(std::vector<double>& state, std::int64_t batch,
                                                   std::int64_t d, std::int64_t n, std::int64_t groups,
@@ -68,8 +79,10 @@ inline std::vector<double> selective_state_update(std::vector<double>& state, st
                                                   const std::vector<double>& A, const std::vector<double>& B,
                                                   const std::vector<double>& C, const std::vector<double>& D,
                                                   const std::vector<double>& z, const std::vector<double>& bias,
-                                                  bool softplus_dt) {
+                                                  bool softplus_dt,
+                                                  std::vector<double>* magnitude = nullptr) {
   std::vector<double> out(std::size_t(batch * d));
+  if (magnitude) magnitude->assign(out.size(), 0.0);
   const std::int64_t per_group = d / groups;
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t c = 0; c < d; ++c) {
@@ -77,16 +90,25 @@ inline std::vector<double> selective_state_update(std::vector<double>& state, st
       const std::int64_t g = c / per_group;
       double dt = dt_in[i] + (bias.empty() ? 0.0 : bias[std::size_t(c)]);
       if (softplus_dt) dt = softplus(dt);
-      double y = 0;
+      double y = 0, mag = 0;
       for (std::int64_t s = 0; s < n; ++s) {
         double& h = state[i * std::size_t(n) + std::size_t(s)];
         const std::size_t bc = std::size_t((b * groups + g) * n + s);
         h = std::exp(dt * A[std::size_t(c * n + s)]) * h + dt * B[bc] * x[i];
         y += C[bc] * h;
+        mag += std::fabs(C[bc] * h);
       }
-      if (!D.empty()) y += D[std::size_t(c)] * x[i];
-      if (!z.empty()) y *= z[i] / (1.0 + std::exp(-z[i]));
+      if (!D.empty()) {
+        y += D[std::size_t(c)] * x[i];
+        mag += std::fabs(D[std::size_t(c)] * x[i]);
+      }
+      if (!z.empty()) {
+        const double gate = z[i] / (1.0 + std::exp(-z[i]));
+        y *= gate;
+        mag *= std::fabs(gate);
+      }
       out[i] = y;
+      if (magnitude) (*magnitude)[i] = mag;
     }
   return out;
 }
