@@ -174,7 +174,8 @@ void run_case(const Case& c, Device dev) {
   synchronize(dev);
 
   // The reference, per sequence (varlen) or for the whole batch, on the stored inputs.
-  std::vector<double> ref_out(std::size_t(rows * L)), ref_mag(std::size_t(rows * L)), ref_state(std::size_t(nseq * c.d * n));
+  std::vector<double> ref_out(std::size_t(rows * L)), ref_mag(std::size_t(rows * L)), ref_state(std::size_t(nseq * c.d * n)),
+      ref_state_mag(ref_state.size());
   for (std::int64_t q = 0; q < (varlen ? nseq : 1); ++q) {
     reference::SelectiveScanProblem p;
     const std::int64_t t0 = varlen ? cu[std::size_t(q)] : 0, len = varlen ? c.seqlens[std::size_t(q)] : L;
@@ -204,13 +205,14 @@ void run_case(const Case& c, Device dev) {
         ref_mag[std::size_t(row * L + t0 + t)] = r.magnitude[std::size_t(row * len + t)];
       }
     std::copy(r.state.begin(), r.state.end(), ref_state.begin() + q * c.d * n * (varlen ? 1 : 0));
+    std::copy(r.state_magnitude.begin(), r.state_magnitude.end(), ref_state_mag.begin() + q * c.d * n * (varlen ? 1 : 0));
   }
   const auto got = c.in_place ? u.read() : out.read();
   expect_close(c.dtype, got, ref_out, rows, L, "out", &ref_mag);
   if (c.want_final) {
     const auto st = decode(DType::f32, fin.buf->host(), 1, nseq * c.d * n, nseq * c.d * n);
     // The state is f32 in every dtype: its error is the f32 scan's on the rounded inputs.
-    expect_close(DType::f32, st, ref_state, nseq * c.d, n, "final_state");
+    expect_close(DType::f32, st, ref_state, nseq * c.d, n, "final_state", &ref_state_mag);
   }
 }
 
@@ -310,13 +312,13 @@ void run_step(const StepCase& c, Device dev) {
   if (c.has_bias) in.dt_bias = bias.view({c.d});
   selective_state_update(state.view({c.batch, c.d, n}), in, out.view({c.batch, c.d}), {c.softplus});
   synchronize(dev);
-  std::vector<double> ref_state = state.stored, ref_mag;
+  std::vector<double> ref_state = state.stored, ref_mag, ref_state_mag;
   const auto ref = reference::selective_state_update(
       ref_state, c.batch, c.d, n, c.groups, x.stored, dt.stored, A.stored, B.stored, C.stored,
       c.has_D ? D.stored : std::vector<double>{}, c.has_z ? z.stored : std::vector<double>{},
-      c.has_bias ? bias.stored : std::vector<double>{}, c.softplus, &ref_mag);
+      c.has_bias ? bias.stored : std::vector<double>{}, c.softplus, &ref_mag, &ref_state_mag);
   expect_close(c.dtype, out.read(), ref, c.batch, c.d, "out", &ref_mag);
-  expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * n, rows * n), ref_state, rows, n, "state");
+  expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * n, rows * n), ref_state, rows, n, "state", &ref_state_mag);
 }
 
 std::vector<StepCase> step_cases() {

@@ -26,9 +26,11 @@ inline double softplus(double x) { return x <= 20.0 ? std::log1p(std::exp(x)) : 
 struct SelectiveScanResult {
   std::vector<double> out;    // (batch, d, len)
   std::vector<double> state;  // (batch, d, n): h after the last step
-  // (batch, d, len): (Σ_s |C·h| + |D·u|)·|silu(z)|, the size of the terms that sum to out. Where
-  // they cancel, out is small but its rounding error is not: tests scale their bounds by this.
-  std::vector<double> magnitude;
+  // The size of the terms that sum to each value: where they cancel, a value is small but its
+  // rounding error is not, so tests scale their bounds by these. |h| is the same recurrence over
+  // |terms|: |h|_t = exp(Δ·A)·|h|_{t−1} + |Δ·B·u|; out: (Σ_s |C|·|h| + |D·u|)·|silu(z)|.
+  std::vector<double> magnitude;        // (batch, d, len), as out
+  std::vector<double> state_magnitude;  // (batch, d, n), as state
 };
 
 inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
@@ -37,11 +39,16 @@ inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
   r.out.assign(std::size_t(p.batch * p.d * L), 0.0);
   r.state.assign(std::size_t(p.batch * p.d * n), 0.0);
   r.magnitude.assign(r.out.size(), 0.0);
+  r.state_magnitude.assign(r.state.size(), 0.0);
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t c = 0; c < p.d; ++c) {
       const std::int64_t row = (b * p.d + c) * L, g = c / per_group;
       double* h = r.state.data() + (b * p.d + c) * n;
-      for (std::int64_t s = 0; s < n; ++s) h[s] = p.init.empty() ? 0.0 : p.init[std::size_t((b * p.d + c) * n + s)];
+      double* hm = r.state_magnitude.data() + (b * p.d + c) * n;
+      for (std::int64_t s = 0; s < n; ++s) {
+        h[s] = p.init.empty() ? 0.0 : p.init[std::size_t((b * p.d + c) * n + s)];
+        hm[s] = std::fabs(h[s]);
+      }
       for (std::int64_t t = 0; t < L; ++t) {
         const double u = p.u[std::size_t(row + t)];
         double dt = p.delta[std::size_t(row + t)] + (p.bias.empty() ? 0.0 : p.bias[std::size_t(c)]);
@@ -50,9 +57,11 @@ inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
         for (std::int64_t s = 0; s < n; ++s) {
           const double Bv = p.var_B ? p.B[std::size_t(((b * p.groups + g) * n + s) * L + t)] : p.B[std::size_t(c * n + s)];
           const double Cv = p.var_C ? p.C[std::size_t(((b * p.groups + g) * n + s) * L + t)] : p.C[std::size_t(c * n + s)];
-          h[s] = std::exp(dt * p.A[std::size_t(c * n + s)]) * h[s] + dt * Bv * u;
+          const double decay = std::exp(dt * p.A[std::size_t(c * n + s)]);
+          h[s] = decay * h[s] + dt * Bv * u;
+          hm[s] = decay * hm[s] + std::fabs(dt * Bv * u);
           y += Cv * h[s];
-          mag += std::fabs(Cv * h[s]);
+          mag += std::fabs(Cv) * hm[s];
         }
         if (!p.D.empty()) {
           y += p.D[std::size_t(c)] * u;
@@ -71,7 +80,7 @@ inline SelectiveScanResult selective_scan(const SelectiveScanProblem& p) {
 }
 
 // One decoding step. state (batch, d, n) is updated in place; returns out (batch, d) and, when
-// asked, the magnitude of its terms as in SelectiveScanResult.
+// asked, the magnitudes of out's and the new state's terms as in SelectiveScanResult.
 // x, dt, z: (batch, d); B, C: (batch, groups, n); A (d, n); D, bias (d) or empty.
 inline std::vector<double> selective_state_update(std::vector<double>& state, std::int64_t batch,
                                                   std::int64_t d, std::int64_t n, std::int64_t groups,
@@ -80,9 +89,11 @@ inline std::vector<double> selective_state_update(std::vector<double>& state, st
                                                   const std::vector<double>& C, const std::vector<double>& D,
                                                   const std::vector<double>& z, const std::vector<double>& bias,
                                                   bool softplus_dt,
-                                                  std::vector<double>* magnitude = nullptr) {
+                                                  std::vector<double>* magnitude = nullptr,
+                                                  std::vector<double>* state_magnitude = nullptr) {
   std::vector<double> out(std::size_t(batch * d));
   if (magnitude) magnitude->assign(out.size(), 0.0);
+  if (state_magnitude) state_magnitude->assign(state.size(), 0.0);
   const std::int64_t per_group = d / groups;
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t c = 0; c < d; ++c) {
@@ -94,9 +105,12 @@ inline std::vector<double> selective_state_update(std::vector<double>& state, st
       for (std::int64_t s = 0; s < n; ++s) {
         double& h = state[i * std::size_t(n) + std::size_t(s)];
         const std::size_t bc = std::size_t((b * groups + g) * n + s);
-        h = std::exp(dt * A[std::size_t(c * n + s)]) * h + dt * B[bc] * x[i];
+        const double decay = std::exp(dt * A[std::size_t(c * n + s)]);
+        const double hm = decay * std::fabs(h) + std::fabs(dt * B[bc] * x[i]);
+        h = decay * h + dt * B[bc] * x[i];
         y += C[bc] * h;
-        mag += std::fabs(C[bc] * h);
+        mag += std::fabs(C[bc]) * hm;
+        if (state_magnitude) (*state_magnitude)[i * std::size_t(n) + std::size_t(s)] = hm;
       }
       if (!D.empty()) {
         y += D[std::size_t(c)] * x[i];
