@@ -487,13 +487,22 @@ int main(int argc, char** argv) {
     std::printf("device-to-device copy %.0f GB/s\n", copy);
     int sms = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    // `decode split` instead: explicit counts 2..48 (≤ 16 merge inside a cluster unless
+    // SIXFOLD_ATTENTION_CUDA_DECODE_MERGE=global) on the three bench shapes and two more.
+    const bool by_count = argc > 2 && std::string(argv[2]) == "split";
     for (auto [batch, lk] : {std::pair<int, int>{8, 8192}, {2, 32768}, {1, 131072}, {1, 8192}, {1, 32768},
                              {8, 32768}, {8, 131072}}) {
+      if (by_count && batch == 8 && lk > 8192) continue;
       const int blocks = batch * 8, resident = 2 * sms;
       std::vector<int> sl{0};
-      for (double w : {1.0, 2.0, 3.0, 4.0, 6.0, 8.0})
-        sl.push_back(std::clamp(int(w * resident / blocks), 1, std::min(1024, lk / 256)));
-      sl.erase(std::unique(sl.begin() + 1, sl.end()), sl.end());
+      if (by_count) {
+        for (int n : {2, 4, 8, 12, 16, 24, 33, 48})
+          if (n <= lk / 256) sl.push_back(n);
+      } else {
+        for (double w : {1.0, 2.0, 3.0, 4.0, 6.0, 8.0})
+          sl.push_back(std::clamp(int(w * resident / blocks), 1, std::min(1024, lk / 256)));
+        sl.erase(std::unique(sl.begin() + 1, sl.end()), sl.end());
+      }
       bench_decode(batch, lk, 1, copy, sl);
     }
     return 0;
