@@ -6,7 +6,7 @@
 // shapes the automatic choice would send elsewhere:
 //   prefill_mma (mma.sync), prefill_wgmma (wgmma, synchronous warpgroups), prefill_wgmma_pp
 //   (wgmma, ping-pong warpgroups), prefill_wgmma_tma (ping-pong fed by a TMA producer),
-//   decode (split-KV, forced split counts 1, 3, 8, 16 (merged in a cluster), 64 (merged by a second kernel) and automatic)
+//   decode (split-KV, forced split counts 1, 3, 8, 16, 64 and automatic)
 // over causal (bottom-right, q_len ≠ kv_len), windows, GQA/MQA, BLHD and padded layouts, lengths
 // 1, 17, 1000, 4097, rows that see no key, bf16 and f16. Also: identical bits on a repeated call
 // (no races), and odd-stride views (gathered through contiguous copies).
@@ -211,7 +211,7 @@ TEST_F(AttentionCudaKernels, LongCausalEveryKernel) {  // 4097 = 32 tiles of 128
 
 TEST_F(AttentionCudaKernels, DecodeSplitCounts) {
   ScopedEnv kernel("SIXFOLD_ATTENTION_CUDA_KERNEL", "decode");
-  for (const char* splits : {"1", "3", "8", "16", "64", "0"}) {  // 3, 8, 16: cluster merge; 64: global
+  for (const char* splits : {"1", "3", "8", "16", "64", "0"}) {
     ScopedEnv env("SIXFOLD_ATTENTION_CUDA_SPLITS", splits);
     SCOPED_TRACE(std::string("splits ") + splits);
     for (std::int64_t d : {64, 96, 128, 256}) {

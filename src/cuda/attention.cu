@@ -179,43 +179,6 @@ int decode_splits(const Problem& p, int device, int blocks_per_sm) {
   return int(std::clamp<i64>(std::min(resident / blocks, tiles / 4), 1, kMaxSplits));
 }
 
-// The splits of a row block as one thread block cluster merging in shared memory (see
-// attention_mma.cuh). False where the launch is refused (too large a cluster for the device's
-// free resources): the caller then merges through global memory.
-template <class T, int D>
-bool launch_decode_cluster(Problem p, dim3 grid, cudaStream_t stream, int device) {
-  using Tr = DecodeMmaTraits<D>;
-  constexpr auto kernel = attn_decode_mma<T, D>;
-  static std::atomic<std::uint64_t> configured{0};  // bit d: attributes set on device d
-  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
-  if (!(configured.load(std::memory_order_relaxed) & bit)) {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes), kWhere);
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-      (void)cudaGetLastError();  // then only portable sizes (≤ 8) launch
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
-  p.cluster_merge = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(Tr::kThreads);
-  cfg.dynamicSmemBytes = Tr::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = unsigned(p.num_splits);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, kernel, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
-constexpr int kMaxClusterSplits = 16;  // H100/H200: non-portable cluster sizes up to 16
-
 template <class T, int D>
 void run_decode(Problem p, int device, cudaStream_t stream, int splits) {
   using Tr = DecodeMmaTraits<D>;
@@ -223,13 +186,6 @@ void run_decode(Problem p, int device, cudaStream_t stream, int splits) {
   const dim3 grid(unsigned(i64(p.batch) * p.kv_heads), unsigned(ceil_div(i64(p.group) * p.q_len, Tr::kRows)),
                   unsigned(p.num_splits));
   if (p.num_splits == 1) return launch<attn_decode_mma<T, D>>(grid, Tr::kThreads, Tr::kSmemBytes, stream, p, device);
-  // Dev hook for A/B timing: SIXFOLD_ATTENTION_CUDA_DECODE_MERGE=global forces the two-kernel merge.
-  static const bool global_merge = [] {
-    const char* e = std::getenv("SIXFOLD_ATTENTION_CUDA_DECODE_MERGE");
-    return e && std::string(e) == "global";
-  }();
-  if (!global_merge && p.num_splits <= kMaxClusterSplits && launch_decode_cluster<T, D>(p, grid, stream, device))
-    return;
   const i64 rows = i64(p.batch) * p.q_heads * p.q_len;
   parallel::cuda::detail::Scratch scratch(std::size_t(p.num_splits) * rows * (D + 1) * sizeof(float), stream,
                                           kWhere);

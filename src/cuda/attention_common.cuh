@@ -36,10 +36,7 @@ struct Problem {
   int left, right;                         // band half-widths, −1 unbounded (causal: right 0)
   // Split-KV (decode): split z of num_splits writes normalized partial rows (f32) and their
   // natural-log lse to part_o / part_lse at [z][batch][q_heads][q_len] (q_len: the maximum).
-  // With cluster_merge the num_splits blocks of a (batch·kv head, row block) form one thread
-  // block cluster along z and merge their partials through distributed shared memory instead.
   int num_splits;
-  int cluster_merge;
   float* part_o; float* part_lse;
 };
 

@@ -13,14 +13,8 @@
 // packed into the 16 rows of an m16 fragment (GQA 8 × q_len 2 fills it), so each K/V byte is read
 // once per group, and the key range is cut across blocks (flash-decoding) and across the 4 warps
 // of a block (each warp takes 16 keys of every 64-key stage). The warps' (m, l, o) states merge
-// through shared memory — the online-softmax monoid. The splits merge the same way one level up:
-// with at most 16 splits the split blocks of a row block form a thread block cluster, leave their
-// normalized rows and lse in shared memory, and after a cluster barrier each block merges a slice
-// of the rows reading its peers' shared memory (no partials in global memory, no second
-// kernel); with more splits, through global partials and attn_combine_splits.
+// through shared memory — the online-softmax monoid — and the splits merge in a second kernel.
 #pragma once
-
-#include <cooperative_groups.h>
 
 #include "attention_common.cuh"
 
@@ -155,10 +149,7 @@ template <int D> struct DecodeMmaTraits {
   static constexpr int kPitch = D + 8;
   static constexpr bool kQInRegs = D <= 128;
   static constexpr int kSmemBytes = (kRows + 2 * kStages * kBN) * kPitch * 2;
-  // Warp states (4 warps × 16 rows: o, m, l), then the block's merged rows and their lse, which
-  // its cluster peers read.
-  static constexpr int kFinalOffset = 4 * kRows * D + 4 * 2 * kRows;  // floats
-  static_assert((kFinalOffset + kRows * D + kRows) * 4 <= kSmemBytes, "warp and block states fit the smem");
+  static_assert(4 * kRows * D * 4 + 4 * 2 * kRows * 4 <= kSmemBytes, "warp states fit the smem");
 };
 
 // The packed rows of a decode block: row r ↦ (q head in group, query i).
@@ -167,54 +158,6 @@ struct PackedRows {
   __device__ __forceinline__ int head_in_group(int r) const { return (r0 + r) / lq; }
   __device__ __forceinline__ int query(int r) const { return (r0 + r) % lq; }
 };
-
-// The split merge inside a cluster of num_splits blocks (rank = split z). Each block has left its
-// normalized rows at fin[r·D + c] and their natural-log lse at fin[kRows·D + r]. After the
-// barrier, block z takes every num_splits-th row of the valid ones: the weights
-// w_j = exp(lse_j − max) / Σ exp(lse_k − max) come from the peers' lse, and the output is Σ w_j o_j
-// over the peers' rows, read through distributed shared memory in a fixed order (deterministic).
-// A split that saw no key has lse −inf and weighs 0; a row no split saw gives 0 and lse −inf.
-// The second barrier keeps every block's shared memory alive until its peers have read it.
-template <class T, int D>
-__device__ __forceinline__ void cluster_merge_rows(const Problem& p, const Seq& sq, const PackedRows& pr, int kvh,
-                                                  float* fin_base) {
-  namespace cg = cooperative_groups;
-  using Tr = DecodeMmaTraits<D>;
-  cg::cluster_group cluster = cg::this_cluster();
-  const float* fin = fin_base + Tr::kFinalOffset;
-  const int splits = p.num_splits, z = int(cluster.block_rank());
-  cluster.sync();
-  const int tid = threadIdx.x;
-  constexpr int kThreadsPerRow = 32;  // one warp per row, D / 32 columns per lane
-  for (int r = z + splits * (tid / kThreadsPerRow); r < pr.valid; r += splits * (Tr::kThreads / kThreadsPerRow)) {
-    const int lane = tid % kThreadsPerRow;
-    float mx = kNegInf;
-    for (int j = 0; j < splits; ++j) mx = fmaxf(mx, cluster.map_shared_rank(fin, j)[Tr::kRows * D + r]);
-    float acc[D / kThreadsPerRow] = {}, total = 0.0f;
-    if (mx != kNegInf) {
-      for (int j = 0; j < splits; ++j) {
-        const float* peer = cluster.map_shared_rank(fin, j);
-        const float lj = peer[Tr::kRows * D + r];
-        if (lj == kNegInf) continue;
-        const float w = __expf(lj - mx);
-        total += w;
-#pragma unroll
-        for (int k = 0; k < D / kThreadsPerRow; ++k) acc[k] += w * peer[r * D + lane + k * kThreadsPerRow];
-      }
-    }
-    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-    const int h = kvh * p.group + pr.head_in_group(r), i = pr.query(r);
-    T* O = static_cast<T*>(p.out) + sq.o_off + h * p.os[1] + i64(i) * p.os[2];
-#pragma unroll
-    for (int k = 0; k < D / kThreadsPerRow; ++k) {
-      const float val = acc[k] * inv;
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) O[lane + k * kThreadsPerRow] = __float2bfloat16_rn(val);
-      else O[lane + k * kThreadsPerRow] = __float2half_rn(val);
-    }
-    if (p.lse && lane == 0) p.lse[sq.l_off + h * p.ls[1] + i64(i) * p.ls[2]] = total > 0.0f ? mx + __logf(total) : kNegInf;
-  }
-  cluster.sync();
-}
 
 // Grid: (batch·kv_heads, row blocks of 16 over group·q_len, num_splits) — batch·kv_heads in x,
 // the only dimension that may exceed 65535.
@@ -363,10 +306,7 @@ __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
     const float val = sum > 0.0f ? acc / sum : 0.0f;
     const float lse = sum > 0.0f ? (mx + log2f(sum)) * kLn2 : kNegInf;
     const int h = kvh * p.group + pr.head_in_group(r), i = pr.query(r);
-    if (p.cluster_merge) {
-      wo[Tr::kFinalOffset + r * D + c] = val;
-      if (c == 0) wo[Tr::kFinalOffset + Tr::kRows * D + r] = lse;
-    } else if (p.num_splits == 1) {
+    if (p.num_splits == 1) {
       T* O = static_cast<T*>(p.out) + sq.o_off + h * p.os[1] + i64(i) * p.os[2];
       if constexpr (std::is_same_v<T, __nv_bfloat16>) O[c] = __float2bfloat16_rn(val);
       else O[c] = __float2half_rn(val);
@@ -377,7 +317,6 @@ __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
       if (c == 0) p.part_lse[row] = lse;
     }
   }
-  if (p.cluster_merge) cluster_merge_rows<T, D>(p, sq, pr, kvh, wo);
 }
 
 }  // namespace sixfold::detail::attn
