@@ -1,6 +1,17 @@
-// CPU backend of the norm ops: rows spread over all cores; each row is converted once into a
-// per-thread f32 buffer that stays in L1/L2, its statistics accumulated in blocked f32 lanes
-// (see blocked_sum), and the result converted and written once.
+// CPU backend of the norm ops: rows spread over all cores (static contiguous ranges), each row
+// read from memory once and rewritten from L1/L2, 16 f32 lanes at a time (rows_cpu.hpp):
+//
+//   pass A (memory → registers, software prefetch 4 KB ahead): the streaming statistic —
+//           Σx² (rms), Σx (layer), max (softmax kinds); with a residual, s = x + r is rounded to
+//           the dtype, written to sum_out and kept as f32 in a per-thread row buffer;
+//   pass B (from cache): the statistic that needs pass A's — Σ(x − μ)² (layer),
+//           exp(x − max) and its sum (softmax: kept in the row buffer), Σexp(x − max) (log);
+//   pass C (from cache → memory): the output, converted and written once (non-temporal stores
+//           for outputs larger than the cache).
+//
+// Sums: f32 lanes over blocks of 1024 elements (≤ 64 adds per lane), blocks added in f64, so
+// 1M-element rows keep f32-level accuracy; the result depends on the row only (not on threads,
+// alignment or stride).
 #include <omp.h>
 
 #include <algorithm>
@@ -15,123 +26,212 @@
 namespace sixfold::detail {
 namespace {
 
-// ---- statistics (lane_sum in rows_cpu.hpp) ------------------------------------------------
-constexpr int kLanes = 16;  // the row max's lanes
+constexpr std::int64_t kBlock = 1024;
 
-template <class F>  // F(float) -> float, applied to every element and summed
-double blocked_sum(const float* x, std::int64_t n, F f) {
-  return lane_sum(n, [&](std::int64_t i) { return f(x[i]); });
+template <DType T>
+const void* at(const void* p, std::int64_t i) {
+  return static_cast<const char*>(p) + i * kElemBytes<T>;
+}
+template <DType T>
+void* at(void* p, std::int64_t i) {
+  return static_cast<char*>(p) + i * kElemBytes<T>;
 }
 
-double sum(const float* x, std::int64_t n) { return blocked_sum(x, n, [](float v) { return v; }); }
-
-double sum_sq_dev(const float* x, std::int64_t n, double mean) {
-  const float mf = float(mean);
-  return blocked_sum(x, n, [mf](float v) { return (v - mf) * (v - mf); });
-}
-
-// max of the row; NaN if any element is NaN (NaN flags kept in integer lanes so the loop
-// vectorizes: a bool accumulator kept GCC from vectorizing it, 24% of softmax's time).
-float row_max(const float* x, std::int64_t n) {
-  float acc[kLanes];
-  std::int32_t nan[kLanes] = {};
-  for (float& a : acc) a = -INFINITY;
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float v = x[i + l];
-      acc[l] = v > acc[l] ? v : acc[l];
-      nan[l] |= std::int32_t(v != v);
-    }
-  for (; i < n; ++i) {
-    acc[0] = x[i] > acc[0] ? x[i] : acc[0];
-    nan[0] |= std::int32_t(x[i] != x[i]);
-  }
-  float m = acc[0];
-  std::int32_t any = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    m = acc[l] > m ? acc[l] : m;
-    any |= nan[l];
-  }
-  return any ? NAN : m;
-}
-
-// y[i] = exp(x[i] - m); returns Σ y.
-double exp_shift(float* x, std::int64_t n, float m) {
-  for (std::int64_t i = 0; i < n; ++i) x[i] = exp_f32(x[i] - m);
-  return sum(x, n);
-}
-
-void norm_row(const NormArgs& a, float* buf, float* res, const float* w, const float* b,
-              std::int64_t r) {
-  const std::int64_t n = a.x.n;
-  const std::size_t esize = std::size_t(dtype_bits(a.dtype) / 8);
-  const void* src = static_cast<const char*>(a.x.data) + std::size_t(r * a.x.row_stride) * esize;
-  void* dst = static_cast<char*>(a.out.data) + std::size_t(r * a.out.row_stride) * esize;
-  load_row(a.dtype, src, buf, n);
-  if (a.residual.data) {  // s = x + residual, stored, then normalized as stored (rounded)
-    const void* rsrc = static_cast<const char*>(a.residual.data) +
-                       std::size_t(r * a.residual.row_stride) * esize;
-    void* sdst = static_cast<char*>(a.sum_out.data) + std::size_t(r * a.sum_out.row_stride) * esize;
-    load_row(a.dtype, rsrc, res, n);
-    for (std::int64_t i = 0; i < n; ++i) buf[i] += res[i];
-    store_row(a.dtype, buf, sdst, n);
-    if (a.dtype != DType::f32) load_row(a.dtype, sdst, buf, n);
-  }
-  switch (a.kind) {
-    case NormKind::rms: {
-      const float rs = float(1.0 / std::sqrt(sum_sq_dev(buf, n, 0.0) / double(n) + double(a.eps)));
-      if (w) for (std::int64_t i = 0; i < n; ++i) buf[i] = buf[i] * rs * w[i];
-      else for (std::int64_t i = 0; i < n; ++i) buf[i] *= rs;
-      break;
-    }
-    case NormKind::layer: {
-      const double mean = sum(buf, n) / double(n);
-      const float rs = float(1.0 / std::sqrt(sum_sq_dev(buf, n, mean) / double(n) + double(a.eps)));
-      const float mf = float(mean);
-      for (std::int64_t i = 0; i < n; ++i) {
-        float y = (buf[i] - mf) * rs;
-        if (w) y *= w[i];
-        if (b) y += b[i];
-        buf[i] = y;
+// Σ f(v) over the n elements of the row at x (element type S); padded lanes hold `pad`, and
+// f(pad) must be 0. Prefetch: when the row comes from memory (pass A).
+template <DType S, bool Prefetch, class F>
+double row_sum(const void* x, std::int64_t n, float pad, F f) {
+  double total = 0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t m = std::min(kBlock, n - b);
+    vf16 a0{}, a1{};
+    std::int64_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+      if constexpr (Prefetch) {
+        prefetch_ahead(at<S>(x, b + i));
+        if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, b + i + 16));
       }
-      break;
+      a0 += f(vload<S>(at<S>(x, b + i)));
+      a1 += f(vload<S>(at<S>(x, b + i + 16)));
     }
-    case NormKind::softmax: {
-      const float m = row_max(buf, n);
-      const float inv = float(1.0 / exp_shift(buf, n, m));
-      for (std::int64_t i = 0; i < n; ++i) buf[i] *= inv;
-      break;
+    if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
+    if (i < m) a1 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
+    total += double(hsum16(a0 + a1));
+  }
+  return total;
+}
+
+// max of the row (from memory); NaN if any element is NaN.
+template <DType S>
+float row_max(const void* x, std::int64_t n) {
+  const vf16 ninf = vsplat(-INFINITY);
+  vf16 m0 = ninf, m1 = ninf;
+  vi16 bad{};
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(at<S>(x, i));
+    if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
+    const vf16 v0 = vload<S>(at<S>(x, i)), v1 = vload<S>(at<S>(x, i + 16));
+    m0 = vmax16(v0, m0), m1 = vmax16(v1, m1);
+    bad |= (v0 != v0) | (v1 != v1);
+  }
+  for (; i < n; i += 16) {
+    const vf16 v = n - i >= 16 ? vload<S>(at<S>(x, i)) : vload_part<S>(at<S>(x, i), int(n - i), -INFINITY);
+    m0 = vmax16(v, m0);
+    bad |= v != v;
+  }
+  for (int l = 0; l < 16; ++l)
+    if (bad[l]) return NAN;
+  return hmax16(vmax16(m0, m1));
+}
+
+// Writes the row at dst (element type T) from the row at src (element type S, f32 lanes
+// v): y = g(v, i, m) for the 16-lane chunk at i with m valid lanes. Streaming (nt) stores need
+// dst aligned to the element size; otherwise plain stores.
+template <DType T, DType S, class G>
+void write_row(void* dst, const void* src, std::int64_t n, bool nt, G g) {
+  nt = nt && reinterpret_cast<std::uintptr_t>(dst) % kElemBytes<T> == 0;
+  const std::int64_t head = nt ? head_to_align<T>(dst, n) : 0;
+  sweep16(n, head, [&](std::int64_t i, int m) {
+    if (m == 16) {
+      const vf16 y = g(vload<S>(at<S>(src, i)), i, 16);
+      if (nt) vstream<T>(at<T>(dst, i), y);
+      else vstore<T>(at<T>(dst, i), y);
+    } else {
+      vstore_part<T>(at<T>(dst, i), m, g(vload_part<S>(at<S>(src, i), m, 0.0f), i, m));
     }
-    case NormKind::log_softmax: {
-      const float m = row_max(buf, n);
-      // Σ exp(x − m), keeping x for the output.
-      const double s = blocked_sum(buf, n, [m](float v) { return exp_f32(v - m); });
-      const float shift = float(double(m) + std::log(s));
-      for (std::int64_t k = 0; k < n; ++k) buf[k] -= shift;
-      break;
+  });
+}
+
+// 16 (or m) lanes of an f32 array of the row's length (weight, bias).
+inline vf16 lanes(const float* p, std::int64_t i, int m) {
+  return m == 16 ? vload<DType::f32>(p + i) : vload_part<DType::f32>(p + i, m, 0.0f);
+}
+
+// s = x + residual rounded to T: written to sum_out and to buf (f32).
+template <DType T>
+void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt) {
+  nt = nt && reinterpret_cast<std::uintptr_t>(sum_out) % kElemBytes<T> == 0;
+  const std::int64_t head = nt ? head_to_align<T>(sum_out, n) : 0;
+  sweep16(n, head, [&](std::int64_t i, int m) {
+    if (m == 16) {
+      prefetch_ahead(at<T>(x, i));
+      prefetch_ahead(at<T>(r, i));
+      const vf16 s = vround<T>(vload<T>(at<T>(x, i)) + vload<T>(at<T>(r, i)));
+      vstore<DType::f32>(buf + i, s);
+      if (nt) vstream<T>(at<T>(sum_out, i), s);
+      else vstore<T>(at<T>(sum_out, i), s);
+    } else {
+      const vf16 s = vround<T>(vload_part<T>(at<T>(x, i), m, 0.0f) + vload_part<T>(at<T>(r, i), m, 0.0f));
+      vstore_part<DType::f32>(buf + i, m, s);
+      vstore_part<T>(at<T>(sum_out, i), m, s);
+    }
+  });
+}
+
+struct Ctx {
+  const float* w;  // n weights (ones when absent), rms/layer
+  const float* b;  // n biases (zeros when absent), layer
+  float eps;
+  bool nt;
+};
+
+// rms / layer norm of one row whose values are at src (element type S: the input row, or the
+// f32 buffer of s = x + residual).
+template <DType T, DType S, bool FromMemory>
+void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n) {
+  const float* w = c.w;
+  if (kind == NormKind::rms) {
+    const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; });
+    const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
+    write_row<T, S>(dst, src, n, c.nt, [=](vf16 v, std::int64_t i, int m) { return v * rs * lanes(w, i, m); });
+  } else {
+    const double mean = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v; }) / double(n);
+    const float mf = float(mean);
+    const double ss = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); });
+    const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
+    const float* b = c.b;
+    write_row<T, S>(dst, src, n, c.nt,
+                    [=](vf16 v, std::int64_t i, int m) { return (v - mf) * rs * lanes(w, i, m) + lanes(b, i, m); });
+  }
+}
+
+template <DType T>
+void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* buf, std::int64_t n) {
+  const float m = row_max<T>(x, n);
+  if (kind == NormKind::softmax) {
+    // e = exp(x − m) into buf, Σe; then y = e / Σe. A NaN max makes the row NaN (as exp would).
+    double s = 0;
+    for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
+      const std::int64_t len = std::min(kBlock, n - b0);
+      vf16 a{};
+      for (std::int64_t i = b0; i < b0 + len; i += 16) {
+        const int k = int(std::min<std::int64_t>(16, b0 + len - i));
+        const vf16 v = k == 16 ? vload<T>(at<T>(x, i)) : vload_part<T>(at<T>(x, i), k, -INFINITY);
+        const vf16 e = vexp_nonpositive(v - m);
+        a += e;
+        if (k == 16) vstore<DType::f32>(buf + i, e);
+        else vstore_part<DType::f32>(buf + i, k, e);
+      }
+      s += double(hsum16(a));
+    }
+    const float inv = m != m ? NAN : float(1.0 / s);
+    write_row<T, DType::f32>(dst, buf, n, c.nt, [inv](vf16 e, std::int64_t, int) { return e * inv; });
+  } else {
+    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); });
+    const float shift = float(double(m) + std::log(s));
+    write_row<T, T>(dst, x, n, c.nt, [shift](vf16 v, std::int64_t, int) { return v - shift; });
+  }
+}
+
+template <DType T>
+void norm_rows(const NormArgs& a) {
+  const std::int64_t n = a.x.n, rows = a.x.rows;
+  const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
+  // Weight and bias as f32, once per call (ones / zeros when absent).
+  std::vector<float> w, b;
+  if (norm) {
+    w.assign(std::size_t(n), 1.0f);
+    if (a.weight) load_row(a.dtype, a.weight, w.data(), n);
+    if (a.kind == NormKind::layer) {
+      b.assign(std::size_t(n), 0.0f);
+      if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
     }
   }
-  store_row(a.dtype, buf, dst, n);
+  const bool add = a.residual.data != nullptr;
+  const std::int64_t out_bytes = rows * n * kElemBytes<T> * (add ? 2 : 1);
+  const Ctx c{w.data(), b.data(), a.eps, stream_output(out_bytes)};
+  const bool need_buf = add || a.kind == NormKind::softmax;
+  const bool parallel = rows > 1 && rows * n >= (1 << 15);
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> buf(need_buf ? std::size_t(n) : 0);
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const void* x = at<T>(a.x.data, r * a.x.row_stride);
+      void* y = at<T>(a.out.data, r * a.out.row_stride);
+      if (add) {
+        add_pass<T>(x, at<T>(a.residual.data, r * a.residual.row_stride),
+                    at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf.data(), n, c.nt);
+        norm_row<T, DType::f32, false>(a.kind, c, buf.data(), y, n);
+      } else if (norm) {
+        norm_row<T, T, true>(a.kind, c, x, y, n);
+      } else {
+        softmax_row<T>(a.kind, c, x, y, buf.data(), n);
+      }
+    }
+    if (c.nt) stream_fence();
+  }
 }
 
 }  // namespace
 
 void norm_cpu(const NormArgs& a) {
-  const std::int64_t n = a.x.n;
-  // Weight and bias converted to f32 once per call.
-  std::vector<float> w, b;
-  if (a.weight) { w.resize(std::size_t(n)); load_row(a.dtype, a.weight, w.data(), n); }
-  if (a.bias) { b.resize(std::size_t(n)); load_row(a.dtype, a.bias, b.data(), n); }
-  const float* wp = a.weight ? w.data() : nullptr;
-  const float* bp = a.bias ? b.data() : nullptr;
-  const bool parallel = a.x.rows > 1 && a.x.rows * n >= (1 << 15);
-#pragma omp parallel if (parallel)
-  {
-    std::vector<float> buf(static_cast<std::size_t>(n));
-    std::vector<float> res(a.residual.data ? static_cast<std::size_t>(n) : 0);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < a.x.rows; ++r) norm_row(a, buf.data(), res.data(), wp, bp, r);
+  switch (a.dtype) {
+    case DType::f32: return norm_rows<DType::f32>(a);
+    case DType::bf16: return norm_rows<DType::bf16>(a);
+    case DType::f16: return norm_rows<DType::f16>(a);
+    default: return;
   }
 }
 
