@@ -347,18 +347,26 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
   check_determinism(Device::cuda(0));
 }
 
-// The alternative rms / layer backward kernels for rows of n ≤ 8192 (src/cuda/norm_backward.cu,
-// picked by SIXFOLD_NORM_BWD_KERNEL; the default is checked above): same cases, same bounds.
+// The rms / layer backward variants for rows of n ≤ 8192 (src/cuda/norm_backward.cu, picked by
+// SIXFOLD_NORM_BWD_KERNEL; smem is the default): the cases above plus rows enough for many rows
+// per block (the dw/db slots and registers accumulate across rows), with and without a weight.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   const char* saved = std::getenv("SIXFOLD_NORM_BWD_KERNEL");
   const std::string keep = saved ? saved : "";
-  for (const char* v : {"regs", "pipe1", "pipe2", "pipe3"}) {
+  std::vector<BwdCase> cases;
+  for (const BwdCase& c : bwd_cases())
+    if ((c.kind == NormKind::rms || c.kind == NormKind::layer) && c.n <= 8192) cases.push_back(c);
+  for (NormKind k : {NormKind::rms, NormKind::layer})
+    for (DType t : {DType::bf16, DType::f16}) {
+      cases.push_back({k, t, 700, 8192, true, false});
+      cases.push_back({k, t, 1500, 2048, false, false});
+      cases.push_back({k, t, 6000, 1024, true, true});
+    }
+  for (const char* v : {"smem", "regs", "regs0"}) {
     SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
     setenv("SIXFOLD_NORM_BWD_KERNEL", v, 1);
-    for (const BwdCase& c : bwd_cases())
-      if ((c.kind == NormKind::rms || c.kind == NormKind::layer) && c.n <= 8192)
-        run_bwd_case(c, Device::cuda(0));
+    for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
     check_determinism(Device::cuda(0));
   }
   if (saved) setenv("SIXFOLD_NORM_BWD_KERNEL", keep.c_str(), 1);

@@ -1,63 +1,81 @@
 #!/usr/bin/env bash
-# dev/norm/gpu_run.sh LOGDIR — one GPU session for the norm backward work: build, CUDA tests
-# (default kernel, then pipe1 and pipe3 as the default; CudaKernelVariantsMatchReference runs all), memcheck on small cases, the CLI bench for each
-# variant (SIXFOLD_NORM_BWD_KERNEL = regs | pipe1 | pipe2 | pipe3, same machine),
-# then bench/torch_norm.py --only backward (sixfold's Python module built against build-gpu).
-# Every step has its own time limit so that the logs of the earlier steps survive.
+# dev/norm/gpu_run.sh LOGDIR [ncu] [torch] — one GPU session for the norm backward work: build,
+# CUDA tests (the default kernel, then every SIXFOLD_NORM_BWD_KERNEL variant in
+# CudaKernelVariantsMatchReference), memcheck on the small cases, optionally Nsight Compute on
+# the bwd_rows_regs launches at 16384x8192 (rms / layer v0 = regs0, softmax), the CLI bench of
+# the default on all five shapes, optionally the v4 / v0 variants on three shapes (vars), and
+# optionally bench/torch_norm.py --only backward (sixfold's Python module built against
+# build-gpu). The float64 naive rows are skipped (SIXFOLD_NORM_SKIP_NAIVE=1: host time only). Every step has its own time limit
+# so that the logs of the earlier steps survive; everything ends up in LOGDIR/norm_bwd_logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?log folder}
-mkdir -p "$out"
-s="$out/summary.txt"
+want_ncu=0 want_torch=0 want_vars=0
+for a in "${@:2}"; do
+  [[ $a == ncu ]] && want_ncu=1
+  [[ $a == torch ]] && want_torch=1
+  [[ $a == vars ]] && want_vars=1
+done
+logs=$(mktemp -d)
+s="$logs/summary.txt"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$s"; }
+finish() { tar -czf "$out/norm_bwd_logs.tgz" -C "$logs" . ; cp "$s" "$out/summary.txt"; }
+trap finish EXIT
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,memory.total --format=csv,noheader | tee -a "$s"
 el "build"
-timeout 200 scripts/gpu_quick.sh test_norm_backward test_norm sixfold_cli >"$out/build.log" 2>&1 \
-  || { el "build failed"; tail -40 "$out/build.log" | tee -a "$s"; exit 1; }
-grep -E "warning" "$out/build.log" | grep -i norm | head -5 | tee -a "$s"
-# Python module in the background (only for the torch side-by-side at the end).
-( prefix=/tmp/sixfold-deps; arch=$prefix/usr/lib/x86_64-linux-gnu/cmake
-  cmake -S . -B build-gpu -DSIXFOLD_BUILD_PYTHON=ON >/dev/null && cmake --build build-gpu -j 8 --target _C \
-  && mkdir -p /tmp/sfpy/sixfold && cp python/sixfold/*.py /tmp/sfpy/sixfold/ \
-  && cp build-gpu/python/_C*.so /tmp/sfpy/sixfold/ ) >"$out/pybuild.log" 2>&1 &
-pyjob=$!
-el "tests"
-b=build-gpu
-{
-  for t in test_norm_backward test_norm; do
-    SIXFOLD_REQUIRE_GPU=1 timeout 90 "$b/tests/$t" --gtest_filter='*Cuda*' 2>&1 | tail -4
-  done
-  for v in pipe1 pipe3; do
-    echo "== test_norm_backward with SIXFOLD_NORM_BWD_KERNEL=$v"
-    SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_REQUIRE_GPU=1 timeout 60 "$b/tests/test_norm_backward" \
-      --gtest_filter='*Cuda*' 2>&1 | tail -3
-  done
-} >"$out/tests.log" 2>&1
-grep -E "PASSED|FAILED|==" "$out/tests.log" | tee -a "$s"
-el "memcheck"
-SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 60 compute-sanitizer --tool memcheck \
-  --error-exitcode 3 "$b/tests/test_norm_backward" --gtest_filter='*Cuda*' >"$out/memcheck.log" 2>&1
-echo "memcheck rc=$?" | tee -a "$s"
-grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -3 | tee -a "$s"
-el "SASS"
-if command -v cuobjdump >/dev/null; then
-  o=$(find "$b" -name 'norm_backward.cu.o' | head -1)
-  cuobjdump --dump-sass "$o" | awk '/Function : .*bwd_rows_pipeI13__nv_bfloat16LNS_8NormKindE0ELi2ELi8ELi3/{f=1;print;next} /Function :/{f=0} f' \
-    | grep -oE "LDG[.A-Z0-9]*|STG[.A-Z0-9]*|BAR[.A-Z0-9]*|LDS[.A-Z0-9]*|STS[.A-Z0-9]*|LDL[.A-Z0-9]*|STL[.A-Z0-9]*|SHFL[.A-Z]*|BRA" \
-    | uniq -c >"$out/sass_rms_pipe3.txt"
+timeout 300 scripts/gpu_quick.sh test_norm_backward sixfold_cli >"$logs/build.log" 2>&1 \
+  || { el "build failed"; tail -40 "$logs/build.log" | tee -a "$s"; exit 1; }
+grep -E "warning" "$logs/build.log" | grep -i norm | head -5 | tee -a "$s"
+pyjob=
+if (( want_torch )); then  # Python module in the background, for the torch side-by-side
+  ( cmake -S . -B build-gpu -DSIXFOLD_BUILD_PYTHON=ON >/dev/null && cmake --build build-gpu -j 8 --target _C \
+    && mkdir -p /tmp/sfpy/sixfold && cp python/sixfold/*.py /tmp/sfpy/sixfold/ \
+    && cp build-gpu/python/_C*.so /tmp/sfpy/sixfold/ ) >"$logs/pybuild.log" 2>&1 &
+  pyjob=$!
 fi
-el "CLI bench per variant"
-for v in regs pipe1 pipe2 pipe3; do
-  echo "== SIXFOLD_NORM_BWD_KERNEL=$v" >>"$out/bench.log"
-  SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
-    SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 \
-    timeout 35 "$b/tools/sixfold/sixfold" bench norm --backend cuda --seconds 0.25 >>"$out/bench.log" 2>&1
-  el "  $v done"
-done
-grep -E "==|rms_norm_backward|layer_norm_backward|softmax_backward|copy" "$out/bench.log" | cut -c1-160 | tee -a "$s"
-el "torch side by side"
-wait $pyjob; echo "pybuild rc=$?" | tee -a "$s"
-PYTHONPATH=/tmp/sfpy timeout 150 python3 bench/torch_norm.py --only backward \
-  --shapes 16384x8192,4096x4096,65536x1024 >"$out/torch.log" 2>&1
-echo "torch rc=$?" | tee -a "$s"
+b=build-gpu
+cli=$b/tools/sixfold/sixfold
+el "tests"
+SIXFOLD_REQUIRE_GPU=1 timeout 150 "$b/tests/test_norm_backward" --gtest_filter='*Cuda*' >"$logs/tests.log" 2>&1
+echo "tests rc=$?" | tee -a "$s"
+grep -E "^\[  (PASSED|FAILED) |^\[       OK|^\[  FAILED" "$logs/tests.log" | tee -a "$s"
+el "memcheck"
+SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool memcheck \
+  --error-exitcode 3 "$b/tests/test_norm_backward" --gtest_filter='*Cuda*:-*Variants*' >"$logs/memcheck.log" 2>&1
+echo "memcheck rc=$?" | tee -a "$s"
+grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck.log" | tail -3 | tee -a "$s"
+if (( want_ncu )); then
+  el "ncu (16384x8192 bf16, every bwd_rows_regs launch; cold caches)"
+  mets=dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed.sum,smsp__inst_executed.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  for v in regs0; do
+    SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192 \
+      timeout 100 ncu --clock-control none -k regex:bwd_rows_regs \
+      --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --metrics "$mets,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio" \
+      "$cli" bench norm --backend cuda --seconds 0.001 >"$logs/ncu_$v.log" 2>&1
+    echo "ncu $v rc=$?" | tee -a "$s"
+  done
+fi
+echo "== default, all shapes: SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 sixfold bench norm --backend cuda --seconds 0.25" >>"$logs/bench.log"
+el "CLI bench, default, five shapes"
+SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 timeout 120 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
+if (( want_vars )); then
+  for v in regs regs0; do
+    el "  variant $v (16384x8192, 4096x4096, 65536x1024)"
+    echo "== SIXFOLD_NORM_BWD_KERNEL=$v" >>"$logs/bench.log"
+    SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
+      SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 \
+      timeout 60 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
+  done
+fi
+grep -E "==|_backward|copy" "$logs/bench.log" | cut -c1-170 | tee -a "$s"
+if (( want_torch )); then
+  el "torch side by side"
+  wait "$pyjob"; echo "pybuild rc=$?" | tee -a "$s"
+  PYTHONPATH=/tmp/sfpy timeout 200 python3 bench/torch_norm.py --only backward >"$logs/torch.log" 2>&1
+  echo "torch rc=$?" | tee -a "$s"
+  grep -iE "backward" "$logs/torch.log" | cut -c1-170 | tee -a "$s"
+fi
 el "end"

@@ -14,11 +14,11 @@
 //   bwd_rows_regs   n ≤ 512·16   one block of 32..512 threads per row, the row of x and dy in
 //                                registers: one read of x and dy, one write of dx. Blocks are
 //                                persistent over a fixed group of consecutive rows and keep that
-//                                group's dw/db for their columns in registers.
-//   bwd_rows_pipe   n ≤ 512·16, rms / layer only, dev variants (SIXFOLD_NORM_BWD_KERNEL =
-//                   pipe1 | pipe2 | pipe3; the default is bwd_rows_regs, faster on the H200 —
-//                   docs/perf/norm.md): teams of n/16 threads per row in a 512-thread block, the
-//                   raw packs of 1–3 rows in registers, dw/db in shared memory.
+//                                group's dw/db for their columns in thread-private shared-memory
+//                                slots (with the weight), so that the kernel fits 64 registers
+//                                and two blocks share an SM (v5; v4 keeps them in registers).
+//                                Per row: 16 elements, ~10 instructions each; the reductions are
+//                                butterflies of plain adds (block_sum).
 //   longer rows     bwd_stats_chunks (per 2048-element chunk: its state) → bwd_stats_finish
 //                   (per row: chunk states merged in chunk order, then the coefficients) →
 //                   bwd_rows_coef (dx, column chunks × row groups): x and dy are read twice.
@@ -202,12 +202,10 @@ __device__ __forceinline__ void cp_async_wait() {
 template <class T, int W>
 inline constexpr bool kPipelined = W * int(sizeof(T)) == 16;
 
-// Staging in bwd_rows_regs too: off. H200, bf16 (CLI bench, same build otherwise): staged rows
-// made rms_norm_backward 16384x8192 0.377 -> 0.595 ms and 65536x1024 0.243 -> 0.293 ms (layer
-// norm alike; softmax 5% slower); where many rows stream through one persistent block the
-// plain loads did better. The long-row coefficient pass keeps it (softmax 32x1048576 0.140 ->
-// 0.117 ms).
-constexpr bool kRegsStaged = false;
+// Staging is not used in bwd_rows_regs: H200, bf16 (CLI bench, same build otherwise): staged
+// rows made rms_norm_backward 16384x8192 0.377 -> 0.595 ms and 65536x1024 0.243 -> 0.293 ms
+// (layer norm alike; softmax 5% slower). The long-row coefficient pass keeps it (softmax
+// 32x1048576 0.140 -> 0.117 ms).
 // Rows in flight per block: 3 for 16-bit dtypes (96 KB of stages at 512 threads), 2 for f32.
 template <class T>
 inline constexpr int kStages = sizeof(T) == 2 ? 3 : 2;
@@ -249,95 +247,237 @@ __device__ __forceinline__ void read_stage(const T* sm, int stage, int p, int t,
 
 constexpr int kRegsThreads = 512;  // the most threads per row; 128 registers each
 
-template <class T, NormKind K, int S, int W>
-__global__ void __launch_bounds__(kRegsThreads)
+// Sum of N floats over a warp, every lane gets the total: the butterfly of group_reduce (same
+// tree, same order) without its operand selects. Both lanes of a pair add the same two values,
+// and float addition is commutative, so they get the same bits. group_reduce's select of a
+// Sums<2>/<3> state by lane compiled to ISETP/LOP3/MOV chains (bwd_rows_regs bf16 rms: 649
+// instructions per row and thread, 20 of them shuffles; dev/norm/README.md v4).
+template <int N>
+__device__ __forceinline__ Sums<N> warp_sum(Sums<N> s) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i) s.v[i] += __shfl_xor_sync(0xffffffffu, s.v[i], off);
+  return s;
+}
+
+// Block-wide sum in thread order (as block_reduce with SumsMonoid), every thread gets it.
+template <int N>
+__device__ __forceinline__ Sums<N> block_sum(Sums<N> s, Sums<N>* warp_sums) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  s = warp_sum(s);
+  if (warps == 1) return s;
+  if (lane == 0) warp_sums[warp] = s;
+  __syncthreads();
+  Sums<N> w;
+#pragma unroll
+  for (int i = 0; i < N; ++i) w.v[i] = lane < warps ? warp_sums[lane].v[i] : 0.f;
+  return warp_sum(w);
+}
+
+template <int N, bool Lean>
+__device__ __forceinline__ Sums<N> row_sum(Sums<N> s, Sums<N>* scratch) {
+  if constexpr (Lean) return block_sum(s, scratch);
+  else return block_reduce(s, SumsMonoid<N>{}, scratch);
+}
+
+// Thread-private f32 slots in shared memory (SmemGrads): value k of pack s of thread t of p at
+// float4 ((s·W + k)/4)·p + t when W is a multiple of 4, else at float (s·W + k)·p + t, so a
+// warp's accesses are consecutive words (no bank conflicts) and each thread only ever touches
+// its own slots (no barriers).
+template <int W>
+__device__ __forceinline__ void slot_load(const float* base, int p, int t, int s, float (&v)[W]) {
+  if constexpr (W % 4 == 0) {
+    const auto* b4 = reinterpret_cast<const float4*>(base);
+#pragma unroll
+    for (int h = 0; h < W / 4; ++h) {
+      const float4 q = b4[(s * (W / 4) + h) * p + t];
+      v[4 * h] = q.x, v[4 * h + 1] = q.y, v[4 * h + 2] = q.z, v[4 * h + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = base[(s * W + k) * p + t];
+  }
+}
+template <int W>
+__device__ __forceinline__ void slot_store(float* base, int p, int t, int s, const float (&v)[W]) {
+  if constexpr (W % 4 == 0) {
+    auto* b4 = reinterpret_cast<float4*>(base);
+#pragma unroll
+    for (int h = 0; h < W / 4; ++h)
+      b4[(s * (W / 4) + h) * p + t] = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) base[(s * W + k) * p + t] = v[k];
+  }
+}
+
+// f32 slot arrays of bwd_rows_regs<…, SmemGrads = true>: weight, dw, db (layer) — (S·W·p) each.
+template <NormKind K>
+inline constexpr int kSmemGradArrays = K == NormKind::layer ? 3 : 2;
+
+// Hides a value from the optimizer (an empty asm on each 32-bit word), so that a pack is unpacked
+// again where it is used instead of kept as floats across the row's reductions (SmemGrads).
+template <class P>
+__device__ __forceinline__ P opaque(P v) {
+  if constexpr (sizeof(P) % 4 == 0) {
+    unsigned w[sizeof(P) / 4];
+    memcpy(w, &v, sizeof(P));
+#pragma unroll
+    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm("" : "+r"(w[i]));
+    memcpy(&v, w, sizeof(P));
+  }
+  return v;
+}
+
+// Two blocks per SM where the row fits 64 registers: the softmax kinds and SmemGrads, with
+// 16-bit elements in 16-byte packs (f32 and scalar rows spill at 64).
+template <class T, NormKind K, int W, bool SmemGrads>
+inline constexpr int kRegsMinBlocks =
+    (SmemGrads || !kHasGrads<K>) && sizeof(T) == 2 && W * sizeof(T) == 16 ? 2 : 1;
+
+// Lean: the v4 arithmetic (block_sum, 1/n once, rsqrtf); !Lean: v0 as measured in runs C/D
+// (block_reduce, IEEE divisions and sqrt per row and thread), kept for the comparison
+// (SIXFOLD_NORM_BWD_KERNEL=regs0) until a GPU run has timed both.
+// SmemGrads (rms / layer, v5): weight and dw/db in thread-private shared-memory slots, x and dy
+// kept as raw packs and unpacked at each use, so the kernel fits 64 registers and two
+// 512-thread blocks share an SM, as softmax_backward's do.
+template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false>
+__global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group) {
   // Two of each scratch array, alternating by row: a row's array is written again only two rows
   // later, after every thread has passed the next row's barrier (so has read it).
   __shared__ Sums<1> s1[2][32];
   __shared__ Sums<2> s2[2][32];
   __shared__ Sums<3> s3[2][32];
-  extern __shared__ uint4 stage_words[];  // kPipe: (kStages, 2, S, p, W) elements of T
-  constexpr bool kPipe = kRegsStaged && kPipelined<T, W>;
-  constexpr int kSt = kStages<T>;
-  T* stages = reinterpret_cast<T*>(stage_words);
+  extern __shared__ float4 slot_words[];  // SmemGrads: kSmemGradArrays<K> × (S·W·p) floats
+  static_assert(!SmemGrads || kHasGrads<K>);
   const int t = threadIdx.x, p = blockDim.x, n = int(a.x.n), rem = n - t * W;
+  const float inv_n = 1.0f / float(n);
   const std::int64_t r0 = blockIdx.x * rows_per_group;
   const std::int64_t r1 = std::min(a.x.rows, r0 + rows_per_group);
+  float* const w_slots = reinterpret_cast<float*>(slot_words);
+  float* const dw_slots = w_slots + S * W * p;
+  float* const db_slots = dw_slots + S * W * p;
+  // Registers mode: weight and dw/db here (SmemGrads: only at the start and the end).
   float wv[S][W], dw[S][W], db[S][W];
+  bool ok[S];
 #pragma unroll
-  for (int s = 0; s < S; ++s)
+  for (int s = 0; s < S; ++s) {
+    ok[s] = s * p * W < rem;
 #pragma unroll
     for (int k = 0; k < W; ++k) dw[s][k] = db[s][k] = 0.f;
-  if constexpr (kHasGrads<K>)
+  }
+  if constexpr (kHasGrads<K>) {
     load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + t * W : nullptr, p, rem, wv);
-  const auto x_row = [&](std::int64_t r) {
-    return static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
-  };
-  const auto dy_row = [&](std::int64_t r) {
-    return static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
-  };
-  if constexpr (kPipe) {  // prologue: the first kSt − 1 rows in flight
+    if constexpr (SmemGrads) {
 #pragma unroll
-    for (int i = 0; i < kSt - 1; ++i) {
-      if (r0 + i < r1) stage_row<T, S, W>(stages, i, x_row(r0 + i), dy_row(r0 + i), p, t, rem);
-      else cp_async_commit();
+      for (int s = 0; s < S; ++s) {
+        slot_store<W>(w_slots, p, t, s, wv[s]);
+        slot_store<W>(dw_slots, p, t, s, dw[s]);
+        if constexpr (K == NormKind::layer) slot_store<W>(db_slots, p, t, s, db[s]);
+      }
     }
   }
+  const auto weight_of = [&](int s, float (&w)[W]) {
+    if constexpr (SmemGrads) {
+      slot_load<W>(w_slots, p, t, s, w);
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; ++k) w[k] = wv[s][k];
+    }
+  };
   for (std::int64_t r = r0; r < r1; ++r) {
     const int par = int(r - r0) & 1;
+    const T* xr = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
+    const T* dr = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
     T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + t * W;
-    float xv[S][W], dv[S][W];
-    bool ok[S];
-    if constexpr (kPipe) {
-      // Refill the stage read in the previous iteration (by this thread, already in registers).
-      const int i = int(r - r0);
-      const std::int64_t next = r + kSt - 1;
-      if (next < r1) stage_row<T, S, W>(stages, (i + kSt - 1) % kSt, x_row(next), dy_row(next), p, t, rem);
-      else cp_async_commit();
-      cp_async_wait<kSt - 1>();  // row r's group has landed
-      read_stage<T, S, W>(stages, i % kSt, p, t, rem, xv, dv, ok);
-    } else {
-      load_pair<T, S, W>(x_row(r), dy_row(r), p, rem, xv, dv, ok);
+    Pack<T, W> rx[S], rd[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {  // all loads in flight first; packs past the row read as 0
+      rx[s].raw = rd[s].raw = {};
+      if (ok[s]) {
+        rx[s] = Pack<T, W>::load(xr + s * p * W);
+        rd[s] = Pack<T, W>::load(dr + s * p * W);
+      }
     }
+    // Registers mode: the row unpacked once; SmemGrads: unpacked again at each use.
+    float xv[S][W], dv[S][W];
+#pragma unroll
+    for (int s = 0; s < S; ++s) rx[s].unpack(xv[s]), rd[s].unpack(dv[s]);
+    const auto x_of = [&](int s, float (&f)[W]) {
+      if constexpr (SmemGrads) {
+        opaque(rx[s]).unpack(f);
+      } else {
+#pragma unroll
+        for (int k = 0; k < W; ++k) f[k] = xv[s][k];
+      }
+    };
+    const auto dy_of = [&](int s, float (&f)[W]) {
+      if constexpr (SmemGrads) {
+        opaque(rd[s]).unpack(f);
+      } else {
+#pragma unroll
+        for (int k = 0; k < W; ++k) f[k] = dv[s][k];
+      }
+    };
     Coef c{};
     if constexpr (K == NormKind::rms) {
       Sums<2> part{{0.f, 0.f}};
 #pragma unroll
-      for (int s = 0; s < S; ++s)
+      for (int s = 0; s < S; ++s) {
+        float x[W], d[W], w[W];
+        x_of(s, x), dy_of(s, d), weight_of(s, w);
 #pragma unroll
         for (int k = 0; k < W; ++k) {
-          part.v[0] = fmaf(xv[s][k], xv[s][k], part.v[0]);
-          part.v[1] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[1]);
+          part.v[0] = fmaf(x[k], x[k], part.v[0]);
+          part.v[1] = fmaf(d[k] * w[k], x[k], part.v[1]);
         }
-      const Sums<2> tot = block_reduce(part, SumsMonoid<2>{}, s2[par]);
-      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
-      c.b = c.a * c.a * c.a * tot.v[1] / float(n);
+      }
+      const Sums<2> tot = row_sum<2, Lean>(part, s2[par]);
+      if constexpr (Lean) {
+        c.a = rsqrtf(fmaf(tot.v[0], inv_n, a.eps));
+        c.b = c.a * c.a * c.a * (tot.v[1] * inv_n);
+      } else {
+        c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+        c.b = c.a * c.a * c.a * tot.v[1] / float(n);
+      }
     } else if constexpr (K == NormKind::layer) {
       Sums<1> sx{{0.f}};
 #pragma unroll
-      for (int s = 0; s < S; ++s)
+      for (int s = 0; s < S; ++s) {
+        float x[W];
+        x_of(s, x);
 #pragma unroll
-        for (int k = 0; k < W; ++k) sx.v[0] += xv[s][k];
-      const float mean =
-          block_reduce(sx, SumsMonoid<1>{}, s1[par]).v[0] / float(n);
+        for (int k = 0; k < W; ++k) sx.v[0] += x[k];
+      }
+      const float mean = Lean ? row_sum<1, Lean>(sx, s1[par]).v[0] * inv_n
+                              : row_sum<1, Lean>(sx, s1[par]).v[0] / float(n);
       Sums<3> part{{0.f, 0.f, 0.f}};
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         if (!ok[s]) continue;
+        float x[W], d[W], w[W];
+        x_of(s, x), dy_of(s, d), weight_of(s, w);
 #pragma unroll
         for (int k = 0; k < W; ++k) {
-          const float xc = xv[s][k] - mean, g = dv[s][k] * wv[s][k];
+          const float xc = x[k] - mean, g = d[k] * w[k];
           part.v[0] = fmaf(xc, xc, part.v[0]);
           part.v[1] += g;
           part.v[2] = fmaf(g, xc, part.v[2]);
         }
       }
-      const Sums<3> tot = block_reduce(part, SumsMonoid<3>{}, s3[par]);
-      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+      const Sums<3> tot = row_sum<3, Lean>(part, s3[par]);
       c.b = mean;
-      c.c = tot.v[1] / float(n);
-      c.d = c.a * c.a * tot.v[2] / float(n);
+      if constexpr (Lean) {
+        c.a = rsqrtf(fmaf(tot.v[0], inv_n, a.eps));
+        c.c = tot.v[1] * inv_n;
+        c.d = c.a * c.a * (tot.v[2] * inv_n);
+      } else {
+        c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
+        c.c = tot.v[1] / float(n);
+        c.d = c.a * c.a * tot.v[2] / float(n);
+      }
     } else {
       Sums<1> part{{0.f}};
 #pragma unroll
@@ -345,250 +485,61 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
 #pragma unroll
         for (int k = 0; k < W; ++k)
           part.v[0] += K == NormKind::softmax ? dv[s][k] * xv[s][k] : dv[s][k];
-      c.a = block_reduce(part, SumsMonoid<1>{}, s1[par]).v[0];
+      c.a = row_sum<1, Lean>(part, s1[par]).v[0];
     }
-    apply<K, S, W>(c, xv, dv, wv, ok, dw, db);
-    store_tile<T, S, W>(y, p, xv, ok);
-  }
-  if constexpr (kHasGrads<K>) {
-    bool ok[S];
-#pragma unroll
-    for (int s = 0; s < S; ++s) ok[s] = s * p * W < rem;
-    if (part_w) store_partial<S, W>(part_w + blockIdx.x * a.x.n + t * W, p, dw, ok);
-    if (part_b) store_partial<S, W>(part_b + blockIdx.x * a.x.n + t * W, p, db, ok);
-  }
-}
-
-// ---- Rows pipelined through registers, teams of threads per row (rms / layer) ------------------
-// bwd_rows_regs waits a full memory latency per row (its one 512-thread block per SM at n = 8192
-// loads a row, reduces, writes, and only then asks for the next). Here each thread keeps the raw
-// 16-byte packs of the next NB − 1 rows in flight in registers while it works on the current one
-// (manual NB-way unroll, so the buffers are named registers and no copy waits on a load). A block
-// of 512 threads is split into teams of P threads, one row per team at a time (P = n / 16,
-// rounded up to a warp); a team's row reductions use its own named barrier, so teams never wait
-// for each other. Column ownership is fixed across rows: thread t of a team owns packs s·P + t of
-// every row, and keeps dw/db for them in f32 registers across all the team's rows. At the end the
-// teams' partials are added in team order in shared memory and the block writes one partial row.
-// Order: within a team, rows in order; teams in index order; blocks in index order
-// (bwd_grad_reduce). Fixed by the shape and the grid, as before.
-
-constexpr int kPipeThreads = 512;
-
-__device__ __forceinline__ void team_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Reduction over the P threads of team `team` in thread order; every member gets the total.
-// scratch: (16) states, indexed by the warp's index in the block; used again two calls later.
-template <int N>
-__device__ __forceinline__ Sums<N> team_reduce(Sums<N> v, int P, int team, Sums<N>* scratch) {
-  const SumsMonoid<N> m;
-  v = group_reduce(v, 32, m);
-  if (P == 32) return v;
-  const int lane = threadIdx.x & 31, warps = P >> 5, first = team * warps;
-  if (lane == 0) scratch[threadIdx.x >> 5] = v;
-  team_sync(1 + team, P);
-  return group_reduce(lane < warps ? scratch[first + lane] : m.identity(), 32, m);
-}
-
-// dw/db accumulators of a team in shared memory: (grads, S, W, P) floats, thread t's value for
-// element k of its pack s at ((g·S + s)·W + k)·P + t — consecutive threads, consecutive words;
-// with W a multiple of 4 the same slots are used as float4 at ((g·S + s)·W/4 + h)·P + t.
-// acc_add: one pack's values into a block of (W, P) slots.
-template <int W>
-__device__ __forceinline__ void acc_add(float* acc, int P, int t, const float (&v)[W], bool first) {
-  if constexpr (W % 4 == 0) {
-    auto* a4 = reinterpret_cast<float4*>(acc);
-#pragma unroll
-    for (int h = 0; h < W / 4; ++h) {
-      float4& slot = a4[h * P + t];
-      float4 o = first ? make_float4(0.f, 0.f, 0.f, 0.f) : slot;
-      o.x += v[4 * h];
-      o.y += v[4 * h + 1];
-      o.z += v[4 * h + 2];
-      o.w += v[4 * h + 3];
-      slot = o;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) {
-      float& slot = acc[k * P + t];
-      slot = (first ? 0.f : slot) + v[k];
-    }
-  }
-}
-
-// Hides a value from the optimizer (an empty asm that "changes" it), so what is computed from it
-// afterwards is computed again rather than kept live from before.
-template <class R>
-__device__ __forceinline__ void opaque(R& r) {
-  if constexpr (std::is_same_v<R, uint4>) asm volatile("" : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w));
-  else if constexpr (std::is_same_v<R, uint2>) asm volatile("" : "+r"(r.x), "+r"(r.y));
-  else if constexpr (std::is_same_v<R, unsigned>) asm volatile("" : "+r"(r));
-  else asm volatile("" : "+h"(r));
-}
-
-// The slot of column col (< n) in a team's accumulator, for the final combine.
-template <int S, int W>
-__device__ __forceinline__ int acc_slot(int col, int P) {
-  const int pack = col / W, k = col - pack * W, s = pack / P, t = pack - s * P;
-  if constexpr (W % 4 == 0) return ((s * (W / 4) + k / 4) * P + t) * 4 + (k & 3);
-  else return (s * W + k) * P + t;
-}
-
-template <class T, NormKind K, int S, int W, int NB, int MinBlocks>
-__global__ void __launch_bounds__(kPipeThreads, MinBlocks)
-bwd_rows_pipe(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_block, int P) {
-  static_assert(K == NormKind::rms || K == NormKind::layer);
-  __shared__ Sums<1> s1[2][16];
-  __shared__ Sums<2> s2[2][16];
-  __shared__ Sums<3> s3[2][16];
-  // (teams, grads, S·W·P) floats: each team's dw (and db) for its columns, across its rows.
-  extern __shared__ float4 acc_words[];
-  const int teams = int(blockDim.x) / P, team = int(threadIdx.x) / P, t = int(threadIdx.x) - team * P;
-  const int n = int(a.x.n), rem = n - t * W;
-  const int ngr = (part_w ? 1 : 0) + (part_b ? 1 : 0), span = S * W * P;
-  float* acc_w = reinterpret_cast<float*>(acc_words) + team * ngr * span;
-  float* acc_b = acc_w + (part_w ? span : 0);
-  const std::int64_t b0 = std::int64_t(blockIdx.x) * rows_per_block;
-  const std::int64_t b1 = std::min(a.x.rows, b0 + rows_per_block);
-  // This team's rows: b0 + team + i·teams, i < count.
-  const std::int64_t count = b1 > b0 + team ? (b1 - b0 - team + teams - 1) / teams : 0;
-  bool ok[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) ok[s] = s * P * W < rem;
-  const T* wp = a.weight ? static_cast<const T*>(a.weight) + t * W : nullptr;
-  const T* xb = static_cast<const T*>(a.x.data) + t * W;
-  const T* dyb = static_cast<const T*>(a.dy.data) + t * W;
-  T* yb = static_cast<T*>(a.dx.data) + t * W;
-  Pack<T, W> bx[NB][S], bd[NB][S];
-  const auto issue = [&](std::int64_t i, Pack<T, W>(&px)[S], Pack<T, W>(&pd)[S]) {
-    if (i >= count) return;
-    const std::int64_t r = b0 + team + i * teams;
-    const T* x = xb + r * a.x.row_stride;
-    const T* d = dyb + r * a.dy.row_stride;
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-      if (ok[s]) {
-        px[s] = Pack<T, W>::load(x + s * P * W);
-        pd[s] = Pack<T, W>::load(d + s * P * W);
-      }
-  };
-  // Each pass unpacks the raw packs again (opaque copies), so the unpacked row does not stay
-  // live across the team reductions: registers hold the raw packs of NB rows, not floats.
-  const auto unpacked = [&](const Pack<T, W>(&px)[S], const Pack<T, W>(&pd)[S], int s,
-                            float (&xv)[W], float (&dv)[W], float (&wv)[W]) {
-    Pack<T, W> qx = px[s], qd = pd[s];
-    opaque(qx.raw);
-    opaque(qd.raw);
-    qx.unpack(xv);
-    qd.unpack(dv);
-#pragma unroll
-    for (int k = 0; k < W; ++k) wv[k] = 1.f;
-    if (wp) Pack<T, W>::load_read_only(wp + s * P * W).unpack(wv);  // L1 after the first row
-  };
-  const auto process = [&](std::int64_t i, const Pack<T, W>(&px)[S], const Pack<T, W>(&pd)[S]) {
-    const int par = int(i & 1);
-    Coef c{};
-    if constexpr (K == NormKind::rms) {
-      Sums<2> part{{0.f, 0.f}};
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        if (!ok[s]) continue;
-        float xv[W], dv[W], wv[W];
-        unpacked(px, pd, s, xv, dv, wv);
-#pragma unroll
-        for (int k = 0; k < W; ++k) {
-          part.v[0] = fmaf(xv[k], xv[k], part.v[0]);
-          part.v[1] = fmaf(dv[k] * wv[k], xv[k], part.v[1]);
-        }
-      }
-      const Sums<2> tot = team_reduce(part, P, team, s2[par]);
-      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
-      c.b = c.a * c.a * c.a * tot.v[1] / float(n);
-    } else {
-      Sums<1> sx{{0.f}};
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        if (!ok[s]) continue;
-        float xv[W], dv[W], wv[W];
-        unpacked(px, pd, s, xv, dv, wv);
-#pragma unroll
-        for (int k = 0; k < W; ++k) sx.v[0] += xv[k];
-      }
-      const float mean = team_reduce(sx, P, team, s1[par]).v[0] / float(n);
-      Sums<3> part{{0.f, 0.f, 0.f}};
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        if (!ok[s]) continue;
-        float xv[W], dv[W], wv[W];
-        unpacked(px, pd, s, xv, dv, wv);
-#pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const float xc = xv[k] - mean, g = dv[k] * wv[k];
-          part.v[0] = fmaf(xc, xc, part.v[0]);
-          part.v[1] += g;
-          part.v[2] = fmaf(g, xc, part.v[2]);
-        }
-      }
-      const Sums<3> tot = team_reduce(part, P, team, s3[par]);
-      c.a = 1.0f / sqrtf(tot.v[0] / float(n) + a.eps);
-      c.b = mean;
-      c.c = tot.v[1] / float(n);
-      c.d = c.a * c.a * tot.v[2] / float(n);
-    }
-    // dx, and this row's dw (dy·x̂) and db (dy) terms added into the team's accumulators.
-    const std::int64_t r = b0 + team + i * teams;
-    T* y = yb + r * a.dx.row_stride;
+    // dx, pack by pack, and dw/db accumulated (SmemGrads: read, updated and written back).
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       if (!ok[s]) continue;
-      float xv[W], dv[W], wv[W], o[W], gw[W];
-      unpacked(px, pd, s, xv, dv, wv);
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        const float x = xv[k], d = dv[k];
-        if constexpr (K == NormKind::rms) {
-          o[k] = c.a * (d * wv[k]) - x * c.b;
-          gw[k] = d * (x * c.a);
+      float x[W], d[W], o[W];
+      x_of(s, x), dy_of(s, d);
+      if constexpr (kHasGrads<K>) {
+        float w[W], gw[W], gb[W];
+        weight_of(s, w);
+        if constexpr (SmemGrads) {
+          slot_load<W>(dw_slots, p, t, s, gw);
+          if constexpr (K == NormKind::layer) slot_load<W>(db_slots, p, t, s, gb);
         } else {
-          const float xc = x - c.b;
-          o[k] = c.a * (d * wv[k] - c.c - xc * c.d);
-          gw[k] = d * (xc * c.a);
+#pragma unroll
+          for (int k = 0; k < W; ++k) gw[k] = dw[s][k], gb[k] = db[s][k];
         }
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          if constexpr (K == NormKind::rms) {
+            o[k] = c.a * (d[k] * w[k]) - x[k] * c.b;
+            gw[k] = fmaf(d[k], x[k] * c.a, gw[k]);
+          } else {
+            const float xc = x[k] - c.b;
+            o[k] = c.a * (d[k] * w[k] - c.c - xc * c.d);
+            gw[k] = fmaf(d[k], xc * c.a, gw[k]);
+            gb[k] += d[k];
+          }
+        }
+        if constexpr (SmemGrads) {
+          slot_store<W>(dw_slots, p, t, s, gw);
+          if constexpr (K == NormKind::layer) slot_store<W>(db_slots, p, t, s, gb);
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) dw[s][k] = gw[k], db[s][k] = gb[k];
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < W; ++k)
+          o[k] = K == NormKind::softmax ? x[k] * (d[k] - c.a) : d[k] - expf(x[k]) * c.a;
       }
-      Pack<T, W>::pack(o).store(y + s * P * W);
-      if (part_w) acc_add<W>(acc_w + s * W * P, P, t, gw, i == 0);
-      if (part_b) acc_add<W>(acc_b + s * W * P, P, t, dv, i == 0);
-    }
-  };
-
-  // Prologue: rows 0 .. NB − 2 in flight.
-#pragma unroll
-  for (int j = 0; j < NB - 1; ++j) issue(j, bx[j], bd[j]);
-  for (std::int64_t i0 = 0; i0 < count; i0 += NB) {
-#pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      const std::int64_t i = i0 + j;
-      if (i >= count) break;
-      // Row i + NB − 1 goes into the buffer that row i − 1 used (already consumed).
-      issue(i + NB - 1, bx[(j + NB - 1) % NB], bd[(j + NB - 1) % NB]);
-      process(i, bx[j], bd[j]);
+      Pack<T, W>::pack(o).store(y + s * p * W);
     }
   }
-  if (!ngr) return;
-  // Partial row of the block: teams added in team order (a team with no rows adds nothing).
-  __syncthreads();
-  const float* base = reinterpret_cast<const float*>(acc_words);
-  const std::int64_t teams_live = std::min<std::int64_t>(teams, b1 - b0);
-  for (int col = int(threadIdx.x); col < n; col += int(blockDim.x)) {
-    const int slot = acc_slot<S, W>(col, P);
-    for (int g = 0; g < ngr; ++g) {
-      float v = 0.f;
-      for (int j = 0; j < teams_live; ++j) v += base[(j * ngr + g) * span + slot];
-      float* dst = g == 0 && part_w ? part_w : part_b;
-      dst[std::int64_t(blockIdx.x) * n + col] = v;
+  if constexpr (kHasGrads<K>) {
+    if constexpr (SmemGrads) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        slot_load<W>(dw_slots, p, t, s, dw[s]);
+        if constexpr (K == NormKind::layer) slot_load<W>(db_slots, p, t, s, db[s]);
+      }
     }
+    if (part_w) store_partial<S, W>(part_w + blockIdx.x * a.x.n + t * W, p, dw, ok);
+    if (part_b) store_partial<S, W>(part_b + blockIdx.x * a.x.n + t * W, p, db, ok);
   }
 }
 
@@ -855,50 +806,20 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
   }
 }
 
-// Which row-in-registers kernel rms / layer backward use (n ≤ 8192). Dev hook, read per call:
-// SIXFOLD_NORM_BWD_KERNEL = regs (bwd_rows_regs; the default: fastest measured, see
-// docs/perf/norm.md) | pipe1 (bwd_rows_pipe, one row buffer, ≤ 64 registers for two 512-thread
-// blocks per SM) | pipe2 | pipe3 (2 or 3 row buffers, one block per SM). The buffer count
-// applies to 16-bit dtypes with 16-byte rows; the other paths have one fixed count.
-int pipe_buffers_from_env() {
-  if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
-    if (std::strcmp(e, "pipe1") == 0) return 1;
-    if (std::strcmp(e, "pipe2") == 0) return 2;
-    if (std::strcmp(e, "pipe3") == 0) return 3;
-  }
-  return 0;
-}
+// Which variant of bwd_rows_regs rms / layer backward use (n ≤ 8192; dev/norm/README.md has
+// the versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = smem (v5, the default:
+// weight and dw/db in shared memory, two 512-thread blocks per SM) | regs (v4: the same
+// arithmetic with weight and dw/db in registers, one 512-thread block per SM) | regs0 (v0, the
+// kernel of runs C/D: v4's layout with the old reductions and divisions; bf16 16-byte rows only,
+// else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4 has them).
+enum class RegsVariant { smem, regs, regs0 };
 
-template <class T, NormKind K, int S, int W, int NB, int MinBlocks = 1>
-void launch_pipe(const NormBackwardArgs& a, cudaStream_t stream, int device, int sms, bool grads,
-                 std::int64_t ngrads) {
-  const std::int64_t n = a.x.n, rows = a.x.rows;
-  const int P = int(ceil_div(ceil_div(n, S * W), 32) * 32);
-  const int teams = kPipeThreads / P, threads = teams * P;
-  const std::size_t smem = grads ? std::size_t(teams) * ngrads * S * W * P * sizeof(float) : 0;
-  const auto kernel = bwd_rows_pipe<T, K, S, W, NB, MinBlocks>;
-  static std::atomic<std::uint64_t> configured{0};  // the 64 KB (layer) limit, once per device
-  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
-  if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
-    const int most = int(2 * S * W * kPipeThreads * sizeof(float));
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
-               kWhere);
-    configured.fetch_or(bit, std::memory_order_release);
+RegsVariant regs_variant_from_env() {
+  if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
+    if (std::strcmp(e, "regs") == 0) return RegsVariant::regs;
+    if (std::strcmp(e, "regs0") == 0) return RegsVariant::regs0;
   }
-  int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), kWhere);
-  // Blocks: as many as are resident at once, but at least one row per team.
-  std::int64_t blocks =
-      std::min<std::int64_t>(ceil_div(rows, teams), std::int64_t(std::max(per_sm, 1)) * sms);
-  const std::int64_t per_block = ceil_div(rows, blocks);
-  blocks = ceil_div(rows, per_block);
-  Workspace ws(grads ? std::size_t(blocks * n * ngrads) * sizeof(float) : 0, stream, device);
-  float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
-  float* part_b =
-      a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? blocks * n : 0) : nullptr;
-  kernel<<<unsigned(blocks), threads, smem, stream>>>(a, part_w, part_b, per_block, P);
-  check_cuda(cudaGetLastError(), kWhere);
-  if (grads) reduce_grads<T>(a, part_w, part_b, blocks, stream);
+  return RegsVariant::smem;
 }
 
 template <class T, NormKind K, int W>
@@ -912,33 +833,27 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   const std::int64_t ngrads = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
   int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-  if constexpr (kHasGrads<K>) {
-    const int nb = n <= kPipeThreads * SR * W ? pipe_buffers_from_env() : 0;
-    if (nb > 0) {
-      if constexpr (W * sizeof(T) == 16 && sizeof(T) == 2) {
-        if (nb == 1) return launch_pipe<T, K, SR, W, 1, 2>(a, stream, device, sms, grads, ngrads);
-        if (nb == 2) return launch_pipe<T, K, SR, W, 2>(a, stream, device, sms, grads, ngrads);
-        return launch_pipe<T, K, SR, W, 3>(a, stream, device, sms, grads, ngrads);
-      } else {
-        constexpr int kNB = W * sizeof(T) == 16 ? 2 : 1;
-        return launch_pipe<T, K, SR, W, kNB>(a, stream, device, sms, grads, ngrads);
-      }
-    }
-  }
   if (n <= kRegsThreads * SR * W) {
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
-    const auto kernel = bwd_rows_regs<T, K, SR, W>;
-    constexpr bool kStaged = kRegsStaged && kPipelined<T, W>;
-    const std::size_t smem =
-        kStaged ? std::size_t(kStages<T>) * 2 * SR * W * threads * sizeof(T) : 0;
-    if (kStaged) {
-      static std::atomic<std::uint64_t> configured{0};
-      const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
-      if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
-        const int most = int(std::size_t(kStages<T>) * 2 * SR * W * kRegsThreads * sizeof(T));
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
-                   kWhere);
-        configured.fetch_or(bit, std::memory_order_release);
+    auto kernel = bwd_rows_regs<T, K, SR, W>;
+    std::size_t smem = 0;
+    if constexpr (kHasGrads<K>) {
+      const RegsVariant v = regs_variant_from_env();
+      if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
+        if (v == RegsVariant::smem) {
+          kernel = bwd_rows_regs<T, K, SR, W, true, true>;
+          smem = std::size_t(kSmemGradArrays<K>) * SR * W * threads * sizeof(float);
+          static std::atomic<std::uint64_t> configured{0};  // > 48 KB: once per device
+          const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+          if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
+            const int most = int(std::size_t(kSmemGradArrays<K>) * SR * W * kRegsThreads * sizeof(float));
+            check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+                       kWhere);
+            configured.fetch_or(bit, std::memory_order_release);
+          }
+        }
+        if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
+          if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false>;
       }
     }
     int per_sm = 0;
