@@ -59,10 +59,13 @@ double representable(DType t, double v) {
   return t == DType::f32 ? double(float(v)) : decode16(t, encode16(t, v));
 }
 
-enum class Data { random, few_distinct, all_equal, specials, ascending, descending };
+// trap / trap_ties: large values (distinct / all equal) at every 8th position, which is where
+// the CUDA long-row path samples a row of 2^19 (it must then notice that the sample misled it).
+enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties };
 
 const char* data_name(Data d) {
-  const char* names[] = {"random", "few-distinct", "all-equal", "specials", "ascending", "descending"};
+  const char* names[] = {"random", "few-distinct", "all-equal", "specials", "ascending", "descending",
+                         "trap", "trap-ties"};
   return names[int(d)];
 }
 
@@ -90,6 +93,8 @@ std::vector<double> make_data(Data kind, DType t, std::int64_t rows, std::int64_
         }
         case Data::ascending: v = double(i % 60000) - 30000; break;   // f16/bf16 round: ties appear
         case Data::descending: v = 30000 - double(i % 60000); break;
+        case Data::trap: v = i % 8 == 0 ? 1000.0 + double(i / 8) : nd(engine()) * 0.01; break;
+        case Data::trap_ties: v = i % 8 == 0 ? 1000.0 : few(engine()); break;
       }
       x[std::size_t(r * n + i)] = representable(t, v);
     }
@@ -394,6 +399,30 @@ TEST(TopKCuda, LargeShapes) {
   run_case({DType::f32, 64, 32768, 8, Data::specials, false}, Device::cuda(0));
   run_case({DType::bf16, 16, 262144, 64, Data::random, true}, Device::cuda(0));
   run_case({DType::f32, 8, 100003, 20000, Data::few_distinct, true}, Device::cuda(0));
+}
+
+// The long-row path's device-side decisions: candidates only (random), candidates + ties in
+// index order (all-equal, few-distinct), a misleading sample (trap: fewer candidates than k;
+// trap-ties: the k-th key among unsampled ties), large equal-key bins sorted by index, rows
+// that start off a 16-byte boundary, k = 1, sizes around powers of two.
+TEST(TopKCuda, LongRowPaths) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable GPU";
+  const Device d = Device::cuda(0);
+  for (bool largest : {true, false}) {
+    run_case({DType::f32, 1, 1 << 19, 100, Data::trap, largest}, d);
+    run_case({DType::f32, 1, 1 << 19, 70000, Data::trap_ties, largest}, d);
+    run_case({DType::i32, 1, 1 << 19, 3000, Data::trap_ties, largest, false}, d);
+    run_case({DType::f32, 1, (1 << 18) + 7, 100000, Data::few_distinct, largest}, d);
+    run_case({DType::f32, 2, 300001, 1000, Data::random, largest, true, 1}, d);
+    run_case({DType::f16, 3, 200001, 500, Data::specials, largest, true, 3}, d);
+    run_case({DType::bf16, 2, 131071, 1, Data::random, largest, true, 5}, d);
+    for (std::int64_t n : {(1 << 20) - 1, 1 << 20, (1 << 20) + 1})
+      run_case({DType::f32, 1, n, 4097, Data::random, largest, n % 2 == 0}, d);
+    run_case({DType::f32, 1, 1 << 20, 1, Data::specials, largest}, d);
+    run_case({DType::f32, 1, (1 << 21) + 3, 1000, Data::descending, largest}, d);
+    run_case({DType::i32, 1, 1 << 21, 100000, Data::ascending, largest}, d);
+    if (HasFatalFailure()) return;
+  }
 }
 
 #ifdef SIXFOLD_WITH_CUDA

@@ -30,7 +30,9 @@
 //   memory; larger k goes through CUB's segmented sort. (A sampled-threshold pre-pass measured
 //   slower: dev/topk/topk_v3_rows_sampled.cu.)
 // Sorted output of the long-row path: the selected (key, index) pairs are sorted with CUB's
-// stable radix sort (index ascending, then key descending), then values are gathered from x.#include <cmath>
+// stable radix sort (index ascending, then key descending), then values are gathered from x.
+#include <atomic>
+#include <cmath>
 #include <vector>
 
 #include "topk_common.cuh"
@@ -550,6 +552,621 @@ __global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a,
   }
 }
 
+// ---- one long row, 32-bit keys, n < 2^32 - 1 (v4): two launches, no host synchronization -------
+// lr_sample: a strided sample of 65536 keys; its last block picks thr, a real sampled key with
+//   about 1.5x the expected count of sampled keys among the top k (plus 4 sigma + 8) above it.
+// lr_fused: one persistent grid (2 blocks per SM, all resident; grid barriers through an atomic
+//   counter). Filter: one read of the row, 16-byte loads; keys > thr are appended as 64-bit
+//   composites (key << 32 | ~index: all distinct, larger = better, ties won by the lower index);
+//   keys == thr are counted per segment of 16384 elements. Then, decided on the device:
+//   A  >= k candidates: the top k of them, sorted (lr_sort_top)
+//   B  fewer than k, enough ties: the candidates sorted, then the first ties in index order
+//   C  the sample misled (or too many candidates): digit histograms over the row (12, 12, 8
+//      bits) find the k-th key exactly, one more read selects, then lr_sort_top.
+// lr_sort_top: a 16-bit digit right below the candidates' common prefix; a histogram, offsets
+//   from the top (only bins that start before k), a scatter, then each bin sorted: <= 32 by one
+//   warp (rank counting), larger by one block (bitonic, in shared memory up to 4096).
+namespace lr {
+
+constexpr int kSample = 65536, kSampleThreads = 1024, kSampleBlocks = kSample / kSampleThreads;
+constexpr int kThreads = 512;
+constexpr std::int64_t kSeg = 16384;
+constexpr int kBins = 65536, kChunkBins = 256, kChunks = kBins / kChunkBins;
+constexpr int kSmemSort = 4096, kListMax = 64;
+
+struct Head {  // zeroed before each row
+  u32 sample_done, barrier, thr, big_count;
+  u64 cand_count, cand_hi, cand_nlo;  // appended candidates: count, max composite, ~min composite
+  u64 sel_count, sel_hi, sel_nlo;     // path C's selection
+  u32 coarse[4096];                   // the sample's histogram of the top 12 bits
+};
+
+template <class T>
+struct Args {
+  const T* x;
+  u64 n, k, cap, head_elems, segs;  // head_elems: elements before x's first 16-byte boundary
+  u32 flip;
+  Head* head;
+  u32* skeys;      // (kSample)
+  u32* seg_eq;     // (segs) ties per segment
+  u64* cand;       // (cap)
+  u64* tmp;        // (cap)
+  u32* binhist;    // (kBins)
+  u32* chunkhist;  // (kChunks)
+  u64* binoff;     // (kBins) offset << 32 | count
+  u64* big;        // (k / 32 + 2) offset << 32 | count
+  u32* chist;      // (3 * 4096) path C's digit histograms
+  T* values;
+  std::int64_t* indices;
+};
+
+__device__ __forceinline__ u64 comp(u32 key, u64 i) { return (u64(key) << 32) | u64(0xffffffffu - u32(i)); }
+__device__ __forceinline__ u32 comp_index(u64 c) { return 0xffffffffu - u32(c); }
+
+// Segment of element i: [0, head + kSeg), then kSeg each (16-byte groups never straddle two).
+template <class T>
+__device__ __forceinline__ u64 seg_of(const Args<T>& a, u64 i) {
+  return i < a.head_elems ? 0 : (i - a.head_elems) / u64(kSeg);
+}
+template <class T>
+__device__ __forceinline__ void seg_range(const Args<T>& a, u64 s, u64& lo, u64& hi) {
+  lo = s == 0 ? 0 : a.head_elems + s * u64(kSeg);
+  hi = std::min(a.n, a.head_elems + (s + 1) * u64(kSeg));
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want) {
+  using Scan = cub::BlockScan<u32, kSampleThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ u32 h[4096], mn[4096];
+  __shared__ u32 s_bucket, s_above;
+  __shared__ bool last;
+  const int t = threadIdx.x;
+  for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
+    a.seg_eq[i] = 0;
+  for (int i = t; i < 4096; i += kSampleThreads) h[i] = 0;
+  __syncthreads();
+  for (u32 s = blockIdx.x * kSampleThreads + t; s < count; s += gridDim.x * kSampleThreads) {
+    const u32 key = order_key(a.x[u64(s) * a.n / count]) ^ a.flip;
+    a.skeys[s] = key;
+    atomicAdd(&h[key >> 20], 1u);
+  }
+  __syncthreads();
+  for (int i = t; i < 4096; i += kSampleThreads)
+    if (h[i]) atomicAdd(&a.head->coarse[i], h[i]);
+  __threadfence();
+  __syncthreads();
+  if (t == 0) last = atomicAdd(&a.head->sample_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // The 12-bit bucket holding the want-th sampled key from the top (thread t: 4 bins from the top).
+  u32 c[4], sum = 0;
+  for (int j = 0; j < 4; ++j) { c[j] = __ldcg(&a.head->coarse[4095 - 4 * t - j]); sum += c[j]; }
+  u32 above = 0;
+  Scan(scan).ExclusiveSum(sum, above);
+  if (above < want && want <= above + sum) {
+    int j = 0;
+    while (above + c[j] < want) above += c[j++];
+    s_bucket = u32(4095 - 4 * t - j);
+    s_above = above;
+  }
+  for (int i = t; i < 4096; i += kSampleThreads) { h[i] = 0; mn[i] = 0xffffffffu; }
+  __syncthreads();
+  // Within it, the next 12 bits: counts and least keys, then the bucket of the want-th again.
+  const u32 cb = s_bucket, want2 = want - s_above;
+  for (u32 s = t; s < count; s += kSampleThreads) {
+    const u32 key = __ldcg(&a.skeys[s]);
+    if ((key >> 20) == cb) {
+      atomicAdd(&h[(key >> 8) & 4095u], 1u);
+      atomicMin(&mn[(key >> 8) & 4095u], key);
+    }
+  }
+  __syncthreads();
+  sum = 0;
+  for (int j = 0; j < 4; ++j) { c[j] = h[4095 - 4 * t - j]; sum += c[j]; }
+  Scan(scan).ExclusiveSum(sum, above);
+  if (above < want2 && want2 <= above + sum) {
+    int j = 0;
+    while (above + c[j] < want2) above += c[j++];
+    a.head->thr = mn[4095 - 4 * t - j];
+  }
+}
+
+// All blocks of the grid wait here; target = gridDim.x * (number of this barrier, from 1).
+__device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
+  __syncthreads();
+  passed += gridDim.x;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    while (*static_cast<volatile u32*>(counter) < passed) __nanosleep(20);
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// f(key, index, valid) for every element of the row, grid-stride, 16-byte loads, four per lane
+// in flight; every lane of a warp makes the same calls (valid = false past the end).
+template <class T, class F>
+__device__ __forceinline__ void for_each_key(const Args<T>& a, F&& f) {
+  constexpr int W = Vec<T>::kWidth, U = 4;
+  const u64 lane = threadIdx.x & 31;
+  const u64 warp = (u64(blockIdx.x) * blockDim.x + threadIdx.x) >> 5, nwarps = (u64(gridDim.x) * blockDim.x) >> 5;
+  const u64 h = a.head_elems, nv = (a.n - h) / W;
+  const uint4* xv = reinterpret_cast<const uint4*>(a.x + h);
+  for (u64 b = warp * 32 * U; b < nv; b += nwarps * 32 * U) {
+    Vec<T> e[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const u64 v = b + u * 32 + lane;
+      e[u].raw = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const u64 v = b + u * 32 + lane;
+#pragma unroll
+      for (int j = 0; j < W; ++j) f(order_key(e[u][j]) ^ a.flip, h + v * W + j, v < nv);
+    }
+  }
+  const u64 rest = h + nv * W, scal = h + (a.n - rest);
+  for (u64 b = warp * 32; b < scal; b += nwarps * 32) {
+    const u64 s = b + lane, i = s < h ? s : rest + (s - h);
+    f(s < scal ? order_key(a.x[i]) ^ a.flip : 0u, i, s < scal);
+  }
+}
+
+struct Smem {
+  union {
+    typename cub::BlockScan<u64, kThreads>::TempStorage scan;
+    typename cub::BlockReduce<u64, kThreads>::TempStorage reduce;
+  };
+  union {
+    u64 sort[kSmemSort];
+    u32 hist[4096];
+  };
+  u32 chunk[kChunks], above[kChunks];
+  u64 list_seg[kListMax], list_rank[kListMax];
+  u32 nlist;
+  u64 carry;
+  u32 prefix, mask;
+  u64 krem;
+  int done;
+};
+
+template <class T>
+__device__ __forceinline__ void write_out(const Args<T>& a, u64 pos, u64 c) {
+  const u32 i = comp_index(c);
+  a.values[pos] = a.x[i];
+  a.indices[pos] = std::int64_t(i);
+}
+
+// The kk best of the m distinct composites src[0, m) (lo, hi: their least and greatest), best
+// first, to output positions [0, kk). Every block calls it (grid barriers inside).
+template <class T>
+__device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u64 kk, u64 lo, u64 hi,
+                            u32& passed) {
+  using Scan = cub::BlockScan<u64, kThreads>;
+  if (m == 0 || kk == 0) return;
+  const int t = threadIdx.x;
+  const int common = lo == hi ? 64 : __clzll(lo ^ hi);
+  const int shift = std::max(0, 64 - common - 16);
+  auto digit = [&](u64 c) { return u32(c >> shift) & 0xffffu; };
+  const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
+  for (int i = t; i < kChunks; i += kThreads) sm.chunk[i] = 0;
+  __syncthreads();
+  for (u64 i = gtid; i < m; i += gthreads) {
+    const u32 d = digit(__ldcg(src + i));
+    atomicAdd(&a.binhist[d], 1u);
+    atomicAdd(&sm.chunk[d / kChunkBins], 1u);
+  }
+  __syncthreads();
+  for (int i = t; i < kChunks; i += kThreads)
+    if (sm.chunk[i]) atomicAdd(&a.chunkhist[i], sm.chunk[i]);
+  grid_barrier(&a.head->barrier, passed);
+  // Elements in chunks above each chunk (every block), then the bins of this block's chunks.
+  {
+    const u64 cs = t < kChunks ? __ldcg(&a.chunkhist[kChunks - 1 - t]) : 0;
+    u64 ab = 0;
+    Scan(sm.scan).ExclusiveSum(cs, ab);
+    if (t < kChunks) sm.above[kChunks - 1 - t] = u32(std::min<u64>(ab, 0xffffffffu));
+    __syncthreads();
+  }
+  for (int j = blockIdx.x; j < kChunks; j += gridDim.x) {
+    const u32 base = sm.above[j];
+    if (base >= kk) continue;
+    const u32 d = u32(j * kChunkBins + kChunkBins - 1 - t);
+    const u64 c = t < kChunkBins ? __ldcg(&a.binhist[d]) : 0;
+    u64 ex = 0;
+    Scan(sm.scan).ExclusiveSum(c, ex);
+    if (t < kChunkBins) {
+      const u64 off = base + ex;
+      __stcg(&a.binoff[d], (off << 32) | c);
+      if (c > 32 && off < kk) a.big[atomicAdd(&a.head->big_count, 1u)] = (off << 32) | c;
+    }
+    __syncthreads();
+  }
+  grid_barrier(&a.head->barrier, passed);
+  for (u64 i = gtid; i < m; i += gthreads) {
+    const u64 c = __ldcg(src + i);
+    const u32 d = digit(c);
+    if (sm.above[d / kChunkBins] >= kk) continue;
+    const u64 off = __ldcg(&a.binoff[d]) >> 32;
+    if (off >= kk) continue;
+    const u32 left = atomicSub(&a.binhist[d], 1u);  // slots from the bin's end
+    __stcg(&a.tmp[off + left - 1], c);
+  }
+  grid_barrier(&a.head->barrier, passed);
+  // Bins of more than 32: one block each.
+  const u32 nbig = __ldcg(&a.head->big_count);
+  for (u32 b = blockIdx.x; b < nbig; b += gridDim.x) {
+    const u64 e = __ldcg(&a.big[b]);
+    const u64 off = e >> 32;
+    const u32 cnt = u32(e);
+    if (cnt <= u32(kSmemSort)) {
+      for (u32 i = t; i < cnt; i += kThreads) sm.sort[i] = __ldcg(&a.tmp[off + i]);
+      __syncthreads();
+      block_bitonic<kThreads>(sm.sort, cnt);
+      for (u32 i = t; i < cnt && off + i < kk; i += kThreads) write_out(a, off + i, sm.sort[i]);
+    } else {
+      volatile u64* v = a.tmp + off;  // in global memory, past L1
+      block_bitonic<kThreads>(v, cnt);
+      for (u32 i = t; i < cnt && off + i < kk; i += kThreads) write_out(a, off + i, v[i]);
+    }
+    __syncthreads();
+  }
+  // Bins of up to 32: one warp each, rank by counting.
+  const u32 lane = t & 31;
+  const u64 gwarp = gtid >> 5, nwarps = gthreads >> 5;
+  for (u64 d = gwarp; d < u64(kBins); d += nwarps) {
+    if (sm.above[d / kChunkBins] >= kk) continue;
+    const u64 e = __ldcg(&a.binoff[d]);
+    const u64 off = e >> 32;
+    const u32 cnt = u32(e);
+    if (cnt == 0 || cnt > 32 || off >= kk) continue;
+    const u64 c = lane < cnt ? __ldcg(&a.tmp[off + lane]) : 0;
+    u32 rank = 0;
+    for (u32 j = 0; j < cnt; ++j) rank += __shfl_sync(0xffffffffu, c, int(j)) > c;
+    if (lane < cnt && off + rank < kk) write_out(a, off + rank, c);
+  }
+}
+
+// Ties at `key` in index order, ranks [0, krem): emit(rank, index) for each. Segments with their
+// tie counts in a.seg_eq; block b takes segments s with s % gridDim.x == b.
+template <class T, class Emit>
+__device__ void lr_ordered_ties(const Args<T>& a, Smem& sm, u32 key, u64 krem, Emit&& emit) {
+  using Scan = cub::BlockScan<u64, kThreads>;
+  const int t = threadIdx.x;
+  if (t == 0) sm.carry = 0;
+  __syncthreads();
+  for (u64 s0 = 0; s0 < a.segs; s0 += kThreads) {
+    const u64 carry = sm.carry;
+    if (carry >= krem) break;  // uniform: read after a barrier
+    const u64 s = s0 + t;
+    const u64 e = s < a.segs ? __ldcg(&a.seg_eq[s]) : 0;
+    u64 ex = 0, tot = 0;
+    Scan(sm.scan).ExclusiveSum(e, ex, tot);
+    if (t == 0) sm.nlist = 0;
+    __syncthreads();
+    if (e && carry + ex < krem && s % gridDim.x == blockIdx.x) {
+      const u32 at = atomicAdd(&sm.nlist, 1u);
+      sm.list_seg[at] = s;
+      sm.list_rank[at] = carry + ex;
+    }
+    __syncthreads();
+    const u32 nl = sm.nlist;
+    for (u32 l = 0; l < nl; ++l) {
+      u64 lo = 0, hi = 0, rank = sm.list_rank[l];
+      seg_range(a, sm.list_seg[l], lo, hi);
+      for (u64 base = lo; base < hi && rank < krem; base += kThreads * 4) {
+        bool tie[4];
+        u64 cnt = 0;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const u64 i = base + u64(t) * 4 + u;
+          tie[u] = i < hi && (order_key(a.x[i]) ^ a.flip) == key;
+          cnt += tie[u];
+        }
+        u64 before = 0, total = 0;
+        Scan(sm.scan).ExclusiveSum(cnt, before, total);
+        u64 r = rank + before;
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (tie[u]) {
+            if (r < krem) emit(r, base + u64(t) * 4 + u);
+            ++r;
+          }
+        rank += total;
+        __syncthreads();
+      }
+    }
+    __syncthreads();
+    if (t == 0) sm.carry = carry + tot;
+    __syncthreads();
+  }
+}
+
+// Max and ~min of the composites a thread appended, into the head (one atomic per warp).
+__device__ __forceinline__ void publish_range(u64 hi, u64 nlo, u64* g_hi, u64* g_nlo) {
+  for (int o = 16; o > 0; o >>= 1) {
+    hi = std::max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+    nlo = std::max(nlo, __shfl_xor_sync(0xffffffffu, nlo, o));
+  }
+  if ((threadIdx.x & 31) == 0 && hi) {
+    atomicMax(g_hi, hi);
+    atomicMax(g_nlo, nlo);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 2) lr_fused(Args<T> a) {
+  __shared__ Smem sm;
+  const int t = threadIdx.x;
+  u32 passed = 0;
+  const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
+  for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
+  for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[i] = 0;
+  for (u64 i = gtid; i < 3 * 4096; i += gthreads) a.chist[i] = 0;
+  // ---- filter: one read of the row ----
+  const u32 thr = __ldcg(&a.head->thr);
+  {
+    u64 hi = 0, nlo = 0;
+    u32 eq = 0;
+    u64 eq_seg = ~0ull;
+    auto flush_eq = [&] {  // per warp: the ties counted since the last flush, all in eq_seg
+      const u32 s = __reduce_add_sync(0xffffffffu, eq);
+      if ((t & 31) == 0 && s) atomicAdd(&a.seg_eq[eq_seg], s);
+      eq = 0;
+    };
+    constexpr int W = Vec<T>::kWidth, U = 4;
+    const u64 lane = t & 31;
+    const u64 warp = gtid >> 5, nwarps = gthreads >> 5;
+    const u64 h = a.head_elems, nv = (a.n - h) / W;
+    const uint4* xv = reinterpret_cast<const uint4*>(a.x + h);
+    for (u64 b = warp * 32 * U; b < nv; b += nwarps * 32 * U) {
+      Vec<T> e[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const u64 v = b + u * 32 + lane;
+        e[u].raw = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const u64 v = b + u * 32 + lane;
+        const bool ok = v < nv;
+        u32 key[W];
+        bool above = false;
+        u32 ties = 0;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          key[j] = order_key(e[u][j]) ^ a.flip;
+          above |= ok && key[j] > thr;
+          ties += ok && key[j] == thr;
+        }
+        if (__any_sync(0xffffffffu, above)) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const bool p = ok && key[j] > thr;
+            const u64 c = warp_append(p, &a.head->cand_count);
+            if (p) {
+              const u64 cv = comp(key[j], h + v * W + j);
+              if (c < a.cap) a.cand[c] = cv;
+              hi = std::max(hi, cv);
+              nlo = std::max(nlo, ~cv);
+            }
+          }
+        }
+        if (__any_sync(0xffffffffu, ties != 0)) {
+          // A warp's 32 groups of one load lie in one segment (kSeg is a multiple of 32 W).
+          const u64 s = (b + u * 32) * W / u64(kSeg);
+          eq = ties;
+          eq_seg = s;
+          flush_eq();
+        }
+      }
+    }
+    const u64 rest = h + nv * W, scal = h + (a.n - rest);
+    for (u64 b = warp * 32; b < scal; b += nwarps * 32) {
+      const u64 s = b + lane, i = s < h ? s : rest + (s - h);
+      const bool ok = s < scal;
+      const u32 key = ok ? order_key(a.x[i]) ^ a.flip : 0u;
+      const bool p = ok && key > thr;
+      const u64 c = warp_append(p, &a.head->cand_count);
+      if (p) {
+        const u64 cv = comp(key, i);
+        if (c < a.cap) a.cand[c] = cv;
+        hi = std::max(hi, cv);
+        nlo = std::max(nlo, ~cv);
+      }
+      if (ok && key == thr) atomicAdd(&a.seg_eq[seg_of(a, i)], 1u);
+    }
+    publish_range(hi, nlo, &a.head->cand_hi, &a.head->cand_nlo);
+  }
+  grid_barrier(&a.head->barrier, passed);
+  const u64 g = __ldcg(&a.head->cand_count), k = a.k;
+  if (g >= k && g <= a.cap) {  // A
+    lr_sort_top(a, sm, a.cand, g, k, ~__ldcg(&a.head->cand_nlo), __ldcg(&a.head->cand_hi), passed);
+    return;
+  }
+  // Ties at thr, over all segments (every block).
+  u64 ties = 0;
+  {
+    u64 part = 0;
+    for (u64 s = t; s < a.segs; s += kThreads) part += __ldcg(&a.seg_eq[s]);
+    ties = cub::BlockReduce<u64, kThreads>(sm.reduce).Sum(part);
+    if (t == 0) sm.carry = ties;
+    __syncthreads();
+    ties = sm.carry;
+    __syncthreads();
+  }
+  if (g <= a.cap && g + ties >= k) {  // B
+    lr_ordered_ties(a, sm, thr, k - g, [&](u64 r, u64 i) {
+      a.values[g + r] = a.x[i];
+      a.indices[g + r] = std::int64_t(i);
+    });
+    lr_sort_top(a, sm, a.cand, g, g, ~__ldcg(&a.head->cand_nlo), __ldcg(&a.head->cand_hi), passed);
+    return;
+  }
+  // C: the k-th key by digit histograms over the row.
+  if (t == 0) { sm.prefix = 0; sm.mask = 0; sm.krem = k; sm.done = 0; }
+  __syncthreads();
+  for (int level = 0; level < kLevels<u32>; ++level) {
+    const int shift = digit_shift<u32>(level), bins = 1 << digit_bits<u32>(level);
+    const u32 prefix = sm.prefix, mask = sm.mask, dmask = u32(bins - 1);
+    u32* gh = a.chist + level * 4096;
+    for (int i = t; i < bins; i += kThreads) sm.hist[i] = 0;
+    if (level == 1)  // everyone has read the tie counts (a barrier passed): reuse them
+      for (u64 i = gtid; i < a.segs; i += gthreads) a.seg_eq[i] = 0;
+    __syncthreads();
+    for_each_key(a, [&](u32 key, u64, bool ok) {
+      if (ok && (key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & dmask], 1u);
+    });
+    __syncthreads();
+    for (int i = t; i < bins; i += kThreads)
+      if (sm.hist[i]) atomicAdd(&gh[i], sm.hist[i]);
+    grid_barrier(&a.head->barrier, passed);
+    // The bucket of the krem-th from the top (thread t: 8 bins from the top).
+    const int per = (bins + kThreads - 1) / kThreads;
+    u64 c[8] = {}, sum = 0;
+    for (int j = 0; j < per; ++j) {
+      const int bb = bins - 1 - (t * per + j);
+      if (bb >= 0) c[j] = __ldcg(&gh[bb]);
+      sum += c[j];
+    }
+    u64 above = 0;
+    cub::BlockScan<u64, kThreads>(sm.scan).ExclusiveSum(sum, above);
+    const u64 krem = sm.krem;
+    __syncthreads();
+    if (above < krem && krem <= above + sum) {
+      int j = 0;
+      while (above + c[j] < krem) above += c[j++];
+      sm.prefix = prefix | (u32(bins - 1 - (t * per + j)) << shift);
+      sm.mask = mask | (dmask << shift);
+      sm.krem = krem - above;
+      sm.done = c[j] == krem - above;
+    }
+    __syncthreads();
+    if (sm.done) break;
+  }
+  const u32 prefix = sm.prefix, mask = sm.mask;
+  const u64 krem = sm.krem;
+  const bool done = sm.done;
+  u64 hi = 0, nlo = 0;
+  auto select = [&](u32 key, u64 i, bool p) {
+    const u64 c = warp_append(p, &a.head->sel_count);
+    if (p) {
+      const u64 cv = comp(key, i);
+      a.cand[c] = cv;
+      hi = std::max(hi, cv);
+      nlo = std::max(nlo, ~cv);
+    }
+  };
+  if (done) {  // everything whose digits so far reach the bucket's
+    for_each_key(a, [&](u32 key, u64 i, bool ok) { select(key, i, ok && (key & mask) >= prefix); });
+  } else {  // above the k-th key, then the first krem ties at it in index order
+    for_each_key(a, [&](u32 key, u64 i, bool ok) {
+      select(key, i, ok && key > prefix);
+      if (ok && key == prefix) atomicAdd(&a.seg_eq[seg_of(a, i)], 1u);
+    });
+    grid_barrier(&a.head->barrier, passed);
+    lr_ordered_ties(a, sm, prefix, krem, [&](u64, u64 i) {
+      const u64 c = atomicAdd(&a.head->sel_count, 1ull);
+      const u64 cv = comp(prefix, i);
+      a.cand[c] = cv;
+      hi = std::max(hi, cv);
+      nlo = std::max(nlo, ~cv);
+    });
+  }
+  // lanes of a warp may have left the tie loop at different points: gather them first
+  __syncwarp();
+  publish_range(hi, nlo, &a.head->sel_hi, &a.head->sel_nlo);
+  grid_barrier(&a.head->barrier, passed);
+  lr_sort_top(a, sm, a.cand, __ldcg(&a.head->sel_count), k, ~__ldcg(&a.head->sel_nlo),
+              __ldcg(&a.head->sel_hi), passed);
+}
+
+}  // namespace lr
+
+// Blocks of lr_fused: 2 per multiprocessor (all resident), read once per device.
+template <class T>
+int lr_grid(int device) {
+  static std::atomic<int> cached[64];
+  const int slot = device & 63;
+  int g = cached[slot].load(std::memory_order_relaxed);
+  if (g) return g;
+  int sms = 0, occ = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lr::lr_fused<T>, lr::kThreads, 0), kWhere);
+  if (occ < 1) throw_error(kWhere, "the long-row kernel does not fit a multiprocessor");
+  g = sms * std::min(occ, 2);
+  cached[slot].store(g, std::memory_order_relaxed);
+  return g;
+}
+
+template <class T>
+void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
+  using namespace lr;
+  const u64 n = u64(a.x.n), k = u64(a.k);
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), kWhere);
+  const int grid = lr_grid<T>(device);
+  const u32 count = u32(std::min<u64>(n, kSample));
+  u32 want = u32(k);
+  if (count < n) {
+    const double expect = double(k) * double(count) / double(n);
+    want = u32(std::clamp(std::ceil(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(count)));
+  }
+  const u64 per = (n + count - 1) / count;
+  const u64 cap = std::min<u64>(n, std::max<u64>(2 * k + 65536, 4 * u64(want) * per + k));
+  const u64 max_segs = n / u64(kSeg) + 2;
+  Args<T> r{};
+  Carve c;
+  auto layout = [&] {
+    c.bytes = 0;
+    r.head = c.take<Head>(1);
+    r.skeys = c.take<u32>(kSample);
+    r.seg_eq = c.take<u32>(max_segs);
+    r.cand = c.take<u64>(cap);
+    r.tmp = c.take<u64>(cap);
+    r.binhist = c.take<u32>(kBins);
+    r.chunkhist = c.take<u32>(kChunks);
+    r.binoff = c.take<u64>(kBins);
+    r.big = c.take<u64>(k / 32 + 2);
+    r.chist = c.take<u32>(3 * 4096);
+  };
+  layout();
+  parallel::cuda::detail::Scratch scratch(c.bytes, stream, kWhere);
+  c.base = static_cast<char*>(scratch.get());
+  layout();
+  r.n = n;
+  r.k = k;
+  r.cap = cap;
+  r.flip = a.largest ? 0u : 0xffffffffu;
+  constexpr int W = Vec<T>::kWidth;
+  for (std::int64_t row = 0; row < a.x.rows; ++row) {
+    r.x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;
+    const std::uintptr_t mis = (reinterpret_cast<std::uintptr_t>(r.x) & 15) / sizeof(T);
+    r.head_elems = mis ? std::min<u64>(n, W - mis) : 0;
+    r.segs = std::max<u64>(1, (n - r.head_elems + kSeg - 1) / kSeg);
+    r.values = static_cast<T*>(a.values.data) + row * a.values.row_stride;
+    r.indices = static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride;
+    check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
+    lr_sample<T><<<kSampleBlocks, kSampleThreads, 0, stream>>>(r, count, want);
+    // Cooperative: the launch fails rather than the grid barriers hang if the blocks cannot
+    // all be resident.
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(grid));
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, lr_fused<T>, r), kWhere);
+  }
+}
+
 // A page-locked word per host thread, for reading the path a selection took.
 int* pinned_word() {
   thread_local int* word = nullptr;
@@ -672,8 +1289,18 @@ void run(const TopKArgs& a, cudaStream_t stream) {
   // One block per row while that fills the GPU or rows are short; else each row across the GPU.
   const bool batched = a.x.n <= (std::int64_t(1) << 31) - 1 &&
                        (a.x.n <= 65536 || a.x.rows >= 2 * std::int64_t(sm_count()));
-  if (batched) topk_rows_cuda(a, stream);
-  else run_single_rows<T>(a, stream);
+  if (batched) {
+    topk_rows_cuda(a, stream);
+    return;
+  }
+  if constexpr (sizeof(typename KeyOf<T>::type) == 4) {
+    // 32-bit keys: composites (key, 32-bit index) and no host synchronization.
+    if (a.x.n <= 0xfffffffeLL && a.k <= (std::int64_t(1) << 22)) {
+      run_long_rows<T>(a, stream);
+      return;
+    }
+  }
+  run_single_rows<T>(a, stream);
 }
 
 }  // namespace

@@ -98,6 +98,36 @@ __device__ void block_sort_pairs(Key* key, u32* idx, int m) {
     }
 }
 
+// Sorts v[0, cnt) descending (one block of kThreads): bitonic with the flip step, so every
+// comparator puts the larger first and the padding to a power of two (virtual least values)
+// never moves; no padding is stored. v: shared memory, or a volatile global pointer.
+template <int kThreads, class P>
+__device__ void block_bitonic(P v, u32 cnt) {
+  u32 p = 1;
+  while (p < cnt) p <<= 1;
+  auto cmpx = [&](u32 i, u32 j) {
+    if (j < cnt) {
+      const auto x = v[i], y = v[j];
+      if (y > x) { v[i] = y; v[j] = x; }
+    }
+  };
+  for (u32 size = 2; size <= p; size <<= 1) {
+    const u32 half = size >> 1;
+    for (u32 q = threadIdx.x; q < p / 2; q += kThreads) {
+      const u32 blk = q / half, r = q % half;
+      cmpx(blk * size + r, blk * size + size - 1 - r);
+    }
+    __syncthreads();
+    for (u32 st = size >> 2; st > 0; st >>= 1) {
+      for (u32 q = threadIdx.x; q < p / 2; q += kThreads) {
+        const u32 i = (q / st) * 2 * st + q % st;
+        cmpx(i, i + st);
+      }
+      __syncthreads();
+    }
+  }
+}
+
 // values[j] = x[idx[j]], indices[j] = idx[j] for each row's k results.
 template <class T>
 __global__ void gather(const T* x, std::int64_t x_stride, const std::int64_t* idx, std::int64_t k,

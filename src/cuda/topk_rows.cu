@@ -4,6 +4,7 @@
 // digits and the ordered selection read that short list instead of the row, ties resolved by
 // block-scanned ranks in index order (deterministic), and for k <= 1024 a bitonic sort of the
 // selected (key, index) pairs in shared memory; larger k goes through CUB's segmented sort.
+#include <cmath>
 #include <vector>
 
 #include "topk_common.cuh"
@@ -33,6 +34,8 @@ struct RowsBlockArgs {
   std::int64_t i_stride;
   Key* tmp_key;              // (rows, k) when k > kRowSmemK
   std::int64_t* tmp_idx;
+  const int* redo;           // when set, only rows with redo[row] != 0 are done
+  u32 want;                  // topk_rows_thr: the rank in the sample that gives the threshold
 };
 
 template <class T, class Key>
@@ -50,6 +53,7 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
   __shared__ u32 s_krem, s_top;
   __shared__ int s_done;
   __shared__ u64 s_carry;
+  if (a.redo && !a.redo[blockIdx.x]) return;
   const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
   const u32 n = u32(a.n), t = threadIdx.x;
   if (t == 0) { s_prefix = 0; s_mask = 0; s_krem = u32(a.k); s_done = 0; }
@@ -193,6 +197,136 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
   }
 }
 
+// ---- batched rows by a sampled threshold (32-bit keys, k <= kThrMaxK) ---------------------------
+// One block per row: the want-th best of a strided sample of 1024 keys (bitonic in shared
+// memory) is the threshold thr; one read of the row (16-byte loads, four per thread in flight)
+// appends every key > thr as a 64-bit composite (key << 32 | ~index: distinct, larger = better,
+// lower index first among equal keys) to a shared list and counts keys == thr. With >= k
+// composites: the list sorted (bitonic), its first k are the answer. Fewer, but enough ties:
+// the list, then the first ties in index order (an ordered pass over the row). Otherwise (the
+// sample misled, or the list overflowed) the row is flagged and topk_rows_block redoes it.
+constexpr int kThrThreads = 512, kThrCap = 4096, kThrSample = 1024, kThrMaxK = 1024;
+constexpr std::int64_t kThrMinN = 8192;
+
+template <class T>
+__global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T, u32> a, int* redo) {
+  using Scan = cub::BlockScan<u32, kThrThreads>;
+  using Reduce = cub::BlockReduce<u32, kThrThreads>;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } tmp;
+  __shared__ u64 list[kThrCap];
+  __shared__ u32 s_count, s_ties, s_carry;
+  const u32 n = u32(a.n), t = threadIdx.x, k = u32(a.k);
+  const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
+  u32* sample = reinterpret_cast<u32*>(list);
+  for (u32 j = t; j < u32(kThrSample); j += kThrThreads)
+    sample[j] = order_key(x[u32((u64(j) * n) / kThrSample)]) ^ a.flip;
+  if (t == 0) s_count = 0;
+  __syncthreads();
+  block_bitonic<kThrThreads>(sample, u32(kThrSample));
+  const u32 thr = sample[a.want - 1];
+  __syncthreads();
+  u32 ties = 0;
+  auto visit = [&](u32 key, u32 i, bool ok) {  // every lane of a warp calls it alike
+    const bool p = ok && key > thr;
+    ties += ok && key == thr;
+    const unsigned m = __ballot_sync(0xffffffffu, p);
+    if (m) {
+      const int leader = __ffs(m) - 1, lane = int(t & 31);
+      u32 slot = 0;
+      if (lane == leader) slot = atomicAdd(&s_count, u32(__popc(m)));
+      slot = __shfl_sync(0xffffffffu, slot, leader) + u32(__popc(m & lanemask_lt()));
+      if (p && slot < u32(kThrCap)) list[slot] = (u64(key) << 32) | u64(0xffffffffu - i);
+    }
+  };
+  constexpr int W = 16 / sizeof(T), U = 4;
+  u32 done_n = 0;
+  if ((reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    const u32 nv = n / W;
+    for (u32 vb = 0; vb < nv; vb += kThrThreads * U) {
+      uint4 e[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const u32 v = vb + u * kThrThreads + t;
+        e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const u32 v = vb + u * kThrThreads + t;
+        const T* ev = reinterpret_cast<const T*>(&e[u]);
+        u32 key[W];
+        bool any = false;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          key[j] = order_key(ev[j]) ^ a.flip;
+          any |= v < nv && key[j] >= thr;
+        }
+        if (__any_sync(0xffffffffu, any)) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) visit(key[j], v * W + j, v < nv);
+        }
+      }
+    }
+    done_n = nv * W;
+  }
+  for (u32 b = done_n; b < n; b += kThrThreads) {
+    const u32 i = b + t;
+    visit(i < n ? order_key(x[i]) ^ a.flip : 0u, i, i < n);
+  }
+  ties = Reduce(tmp.reduce).Sum(ties);
+  if (t == 0) s_ties = ties;
+  __syncthreads();
+  const u32 g = s_count, e = s_ties;
+  const bool ok = g <= u32(kThrCap) && g + e >= k;
+  if (t == 0) redo[blockIdx.x] = !ok;
+  if (!ok) return;
+  block_bitonic<kThrThreads>(list, g);
+  T* vals = a.values + std::int64_t(blockIdx.x) * a.v_stride;
+  std::int64_t* inds = a.indices + std::int64_t(blockIdx.x) * a.i_stride;
+  const u32 take = min(g, k);
+  for (u32 j = t; j < take; j += kThrThreads) {
+    const u32 i = 0xffffffffu - u32(list[j]);
+    vals[j] = x[i];
+    inds[j] = i;
+  }
+  if (g >= k) return;
+  // The first k - g ties at thr in index order, 4 consecutive elements per thread.
+  const u32 krem = k - g;
+  if (t == 0) s_carry = 0;
+  __syncthreads();
+  for (u32 base = 0; base < n; base += kThrThreads * 4) {
+    const u32 carry = s_carry;
+    if (carry >= krem) break;  // uniform: read after a barrier
+    bool tie[4];
+    u32 cnt = 0;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const u32 i = base + t * 4 + u;
+      tie[u] = i < n && (order_key(x[i]) ^ a.flip) == thr;
+      cnt += tie[u];
+    }
+    u32 before = 0, total = 0;
+    Scan(tmp.scan).ExclusiveSum(cnt, before, total);
+    u32 r = carry + before;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (tie[u]) {
+        if (r < krem) {
+          const u32 i = base + t * 4 + u;
+          vals[g + r] = x[i];
+          inds[g + r] = i;
+        }
+        ++r;
+      }
+    __syncthreads();
+    if (t == 0) s_carry = carry + total;
+    __syncthreads();
+  }
+}
+
 template <class T>
 void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
   using Key = typename KeyOf<T>::type;
@@ -208,8 +342,21 @@ void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
   r.indices = static_cast<std::int64_t*>(a.indices.data);
   r.i_stride = a.indices.row_stride;
   const std::int64_t rows = a.x.rows;
+  if constexpr (sizeof(Key) == 4) {
+    if (a.k <= kThrMaxK && a.x.n >= kThrMinN) {
+      // The sampled threshold; rows where it fails are redone by the radix kernel.
+      const double expect = double(a.k) * kThrSample / double(a.x.n);
+      r.want = u32(std::clamp(std::ceil(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(kThrSample)));
+      parallel::cuda::detail::Scratch flags(std::size_t(rows) * sizeof(int), stream, kWhere);
+      int* redo = static_cast<int*>(flags.get());
+      topk_rows_thr<T><<<unsigned(rows), kThrThreads, 0, stream>>>(r, redo);
+      r.redo = redo;
+      topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
+      check_cuda(cudaGetLastError(), kWhere);
+      return;
+    }
+  }
   if (a.k <= kRowSmemK) {
-    // (A sampled-threshold pre-pass measured slower at every shape: dev/topk/topk_v3_rows_sampled.cu.)
     topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
     check_cuda(cudaGetLastError(), kWhere);
     return;
