@@ -26,6 +26,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -455,13 +456,43 @@ static void bench_decode(int batch, int lk, int lq, double copy, const std::vect
   const double gbps = set_bytes / ms * 1e-6, ggbps = set_bytes / gms * 1e-6;
   sixfold::detail::attn::Problem pr{};
   pr.batch = batch; pr.kv_heads = hkv; pr.group = hq / hkv; pr.q_len = lq; pr.kv_len = lk;
-  const int used = splits > 0 ? splits : sixfold::detail::attn::decode_splits(pr, 0, 2);
+  const int used = splits > 0 ? splits : sixfold::detail::attn::decode_splits(pr, 0);
   std::printf("decode bf16 D128 b%d hq64 hkv8 lq %-2d lk %-6d splits %4d%s stream %8.4f ms %5.1f%% | graph %8.4f ms %6.0f GB/s %5.1f%% of copy\n",
               batch, lq, lk, used, splits > 0 ? "  " : "a ", ms, 100 * gbps / copy, gms, ggbps, 100 * ggbps / copy);
   std::fflush(stdout);
   }
   for (auto* d : ks) delete d;
   for (auto* d : vs) delete d;
+}
+
+// Host time of one decode call (b8 hq64 hkv8 kv8192 d128, bf16): calls queued back to back
+// without synchronizing, timed on the host — what the GPU waits for when it is idle at the call.
+// Also the pieces: a stream-ordered scratch allocation + free, and an empty kernel launch.
+__global__ void empty_kernel() {}
+static void host_cost_decode() {
+  const int batch = 8, lk = 8192, D = 128, hkv = 8, hq = 64;
+  const long long kv = (long long)batch * hkv * lk * D, nq = (long long)batch * hq * D;
+  Dev k(kv * 2), v(kv * 2), q(nq * 2), o(nq * 2);
+  AttentionArgs a;
+  a.dtype = DType::bf16; a.q = q.p; a.k = k.p; a.v = v.p; a.out = o.p;
+  a.batch = batch; a.q_heads = hq; a.kv_heads = hkv; a.q_len = 1; a.kv_len = lk; a.head_dim = D;
+  const long long qs[3] = {(long long)hq * D, D, D}, kst[3] = {(long long)hkv * lk * D, (long long)lk * D, D};
+  for (int d = 0; d < 3; ++d) { a.q_stride[d] = a.out_stride[d] = qs[d]; a.k_stride[d] = a.v_stride[d] = kst[d]; }
+  a.scale = 1.0f / std::sqrt(float(D)); a.causal = true;
+  auto per_call_us = [](auto&& f, int n) {
+    CK(cudaDeviceSynchronize());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) f();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    CK(cudaDeviceSynchronize());
+    return us;
+  };
+  for (int r = 0; r < 2; ++r) {
+    const double call = per_call_us([&] { detail::attention_cuda_kernel(a, 0, {}, Kernel::automatic, 0); }, 50);
+    const double alloc = per_call_us([&] { void* p; CK(cudaMallocAsync(&p, 4 << 20, 0)); CK(cudaFreeAsync(p, 0)); }, 200);
+    const double launch = per_call_us([&] { empty_kernel<<<1, 32>>>(); }, 200);
+    std::printf("host per call: decode %.2f us | cudaMallocAsync+Free %.2f us | empty launch %.2f us\n", call, alloc, launch);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -479,6 +510,12 @@ int main(int argc, char** argv) {
     fails += !check_merge();
     std::printf("%d of %d cases failed\n", fails, n + 1);
     return fails ? 1 : 0;
+  }
+  if (mode == "decode1") {  // one decode shape (b8 kv8192), for a profiler; then host cost per call
+    const double copy = copy_gbps();
+    bench_decode(8, 8192, 1, copy, {0});
+    host_cost_decode();
+    return 0;
   }
   if (mode == "decode") {
     // Split sweep: for each shape, the automatic count (a) and 1, 2, 3, 4, 6 and 8 waves of

@@ -164,25 +164,24 @@ int multiprocessors(int device) {
   return sms;
 }
 
-// Splits of the key range for decode: one full wave of resident blocks, splits = resident /
-// blocks (each split at least 4 tiles of 64 keys); a launch that already fills a wave is not
-// split. H200, b8 × 8 kv heads × 128k keys: 5 splits (1.2 waves) read the cache at 67% of copy
-// bandwidth, 16 splits (3.9 waves) at 93%. More waves of shorter blocks were measured and lose
-// at every decode shape (sweep of 1–8 waves in docs/perf/attention_cuda.md: b8 × 8k keys 81.8%
-// of copy at 1 wave, 68.6% at 4, 55.9% at 8 — each block's prologue, Q load and partial-row write
-// are paid once per wave, and the merge reads more partials).
-int decode_splits(const Problem& p, int device, int blocks_per_sm) {
+// Splits of the key range for decode: one block per SM (half the resident slots for D ≤ 128),
+// splits = SMs / blocks (each split at least 4 tiles of 64 keys); a launch that already fills
+// the SMs is not split. H200 sweep (docs/perf/attention_cuda.md, decode 6), b8 × 8k / b2 × 32k /
+// b1 × 128k keys, graph replay: one block per SM 86.1 / 85.8 / 92.0% of copy, a full wave of
+// two per SM 82.5 / 81.8 / 89.5%, more waves less still (each block's prologue, Q load and
+// partial-row write are paid per block, and the merge reads more partials).
+int decode_splits(const Problem& p, int device) {
   const i64 row_blocks = ceil_div(i64(p.group) * p.q_len, 16);
   const i64 blocks = i64(p.batch) * p.kv_heads * row_blocks;
   const i64 tiles = ceil_div(p.kv_len, 64);
-  const i64 resident = i64(multiprocessors(device)) * blocks_per_sm;
-  return int(std::clamp<i64>(std::min(resident / blocks, tiles / 4), 1, kMaxSplits));
+  const i64 sms = multiprocessors(device);
+  return int(std::clamp<i64>(std::min(sms / blocks, tiles / 4), 1, kMaxSplits));
 }
 
 template <class T, int D>
 void run_decode(Problem p, int device, cudaStream_t stream, int splits) {
   using Tr = DecodeMmaTraits<D>;
-  p.num_splits = splits > 0 ? splits : decode_splits(p, device, D <= 128 ? 2 : 1);
+  p.num_splits = splits > 0 ? splits : decode_splits(p, device);
   const dim3 grid(unsigned(i64(p.batch) * p.kv_heads), unsigned(ceil_div(i64(p.group) * p.q_len, Tr::kRows)),
                   unsigned(p.num_splits));
   if (p.num_splits == 1) return launch<attn_decode_mma<T, D>>(grid, Tr::kThreads, Tr::kSmemBytes, stream, p, device);
