@@ -356,6 +356,8 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
   const float inv_n = 1.0f / float(n);
   const std::int64_t r0 = blockIdx.x * rows_per_group;
   const std::int64_t r1 = std::min(a.x.rows, r0 + rows_per_group);
+  // The dw/db reduction may be scheduled now (it waits for this grid's end on the device).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   float* const w_slots = reinterpret_cast<float*>(slot_words);
   float* const dw_slots = w_slots + S * W * p;
   float* const db_slots = dw_slots + S * W * p;
@@ -488,6 +490,7 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
       c.a = row_sum<1, Lean>(part, s1[par]).v[0];
     }
     // dx, pack by pack, and dw/db accumulated (SmemGrads: read, updated and written back).
+    const float neg_mean_r = -c.b * c.a, neg_r_mean_g = -c.a * c.c;  // layer
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       if (!ok[s]) continue;
@@ -508,10 +511,10 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
           if constexpr (K == NormKind::rms) {
             o[k] = c.a * (d[k] * w[k]) - x[k] * c.b;
             gw[k] = fmaf(d[k], x[k] * c.a, gw[k]);
-          } else {
-            const float xc = x[k] - c.b;
-            o[k] = c.a * (d[k] * w[k] - c.c - xc * c.d);
-            gw[k] = fmaf(d[k], xc * c.a, gw[k]);
+          } else {  // x̂ = (x − μ)·r; dx = r·g − r·Σg/n − x̂·c.d (6 instructions, not 8)
+            const float xh = fmaf(x[k], c.a, neg_mean_r);
+            o[k] = fmaf(-xh, c.d, fmaf(c.a, d[k] * w[k], neg_r_mean_g));
+            gw[k] = fmaf(d[k], xh, gw[k]);
             gb[k] += d[k];
           }
         }
@@ -716,27 +719,47 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
   }
 }
 
-// out[i] = Σ_g part[g·n + i], rounded to G. Block (32 columns, `slices` slices): slice j sums
-// groups j, j + slices, ... in order, then slice 0 adds the slices in order — a fixed order
-// (slices is a function of the group count), with up to 16 loads in flight per column instead
-// of one long dependent chain (one thread per column summing 1056 groups of 65536×1024 kept 4
-// SMs busy), and no idle slices when there are few groups (32×1048576 has 2).
-constexpr int kMaxReduceSlices = 16;
+// out[i] = Σ_g part[g·n + i], rounded to G; blockIdx.y picks (part0, out0) or (part1, out1), so
+// dw and db are one launch. Block (32 columns, `slices` slices): slice j sums groups j,
+// j + slices, ... into kReduceAcc accumulators in turn (kReduceAcc loads in flight per thread),
+// adds them pairwise, then slice 0 adds the slices in order — a fixed order (slices is a
+// function of the group count), deterministic. 65536×1024 has 2112 groups and only 32 column
+// blocks: one accumulator and 16 slices left each thread a chain of 132 dependent loads
+// (~15 µs per gradient, ~10% of the backward; run E). Launched as a programmatic dependent of
+// the row kernel: it waits on the device (griddepcontrol.wait; a no-op in a plain launch).
+constexpr int kMaxReduceSlices = 32, kReduceAcc = 8;
 
 inline int reduce_slices(std::int64_t groups) {
-  return int(std::clamp<std::int64_t>(groups / 8, 1, kMaxReduceSlices));
+  return int(std::clamp<std::int64_t>(groups / (2 * kReduceAcc), 1, kMaxReduceSlices));
 }
 
 template <class G>
 __global__ void __launch_bounds__(32 * kMaxReduceSlices)
-bwd_grad_reduce(const float* part, std::int64_t groups, std::int64_t n, int slices, G* out) {
+bwd_grad_reduce(const float* part0, G* out0, const float* part1, G* out1, std::int64_t groups,
+                std::int64_t n, int slices) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   __shared__ float slice_sums[kMaxReduceSlices][33];
+  const float* part = blockIdx.y ? part1 : part0;
+  G* out = blockIdx.y ? out1 : out0;
   const int c = threadIdx.x & 31, j = threadIdx.x >> 5;
   const std::int64_t i = std::int64_t(blockIdx.x) * 32 + c;
-  float s = 0.f;
-  if (i < n)
-    for (std::int64_t g = j; g < groups; g += slices) s += part[g * n + i];
-  slice_sums[j][c] = s;
+  float acc[kReduceAcc];
+#pragma unroll
+  for (int k = 0; k < kReduceAcc; ++k) acc[k] = 0.f;
+  if (i < n) {
+    std::int64_t g = j;
+    for (; g + (kReduceAcc - 1) * slices < groups; g += kReduceAcc * slices)
+#pragma unroll
+      for (int k = 0; k < kReduceAcc; ++k) acc[k] += part[(g + k * slices) * n + i];
+#pragma unroll
+    for (int k = 0; k < kReduceAcc - 1; ++k)  // fewer than kReduceAcc left
+      if (g + k * slices < groups) acc[k] += part[(g + k * slices) * n + i];
+  }
+#pragma unroll
+  for (int w = 1; w < kReduceAcc; w <<= 1)
+#pragma unroll
+    for (int k = 0; k < kReduceAcc; k += 2 * w) acc[k] += acc[k + w];
+  slice_sums[j][c] = acc[0];
   __syncthreads();
   if (j == 0 && i < n) {
     float t = 0.f;
@@ -790,20 +813,65 @@ class Workspace {
   cudaStream_t stream_;
 };
 
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor, remembered per (device, kernel, threads,
+// shared memory): asked on every call it costs host time, which a short backward (4096×4096:
+// ~30 µs) waits for.
+int blocks_per_sm(const void* kernel, int threads, std::size_t smem, int device) {
+  struct Entry {
+    const void* kernel;
+    int threads, device;
+    std::size_t smem;
+    int blocks;
+  };
+  static std::mutex mu;
+  static Entry seen[128];
+  static int used = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 0; i < used; ++i)
+    if (seen[i].kernel == kernel && seen[i].threads == threads && seen[i].device == device &&
+        seen[i].smem == smem)
+      return seen[i].blocks;
+  int blocks = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem), kWhere);
+  blocks = std::max(blocks, 1);
+  if (used < 128) seen[used++] = {kernel, threads, device, smem, blocks};
+  return blocks;
+}
+
+template <class G>
+void launch_reduce(const float* part0, void* out0, const float* part1, void* out1,
+                   std::int64_t groups, std::int64_t n, cudaStream_t stream) {
+  const int slices = reduce_slices(groups);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(ceil_div(n, 32)), out1 ? 2u : 1u);
+  cfg.blockDim = dim3(unsigned(32 * slices));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  auto* o0 = static_cast<G*>(out0);
+  auto* o1 = static_cast<G*>(out1);
+  if (cudaLaunchKernelEx(&cfg, bwd_grad_reduce<G>, part0, o0, part1, o1, groups, n, slices) !=
+      cudaSuccess) {  // where the attribute is refused: a plain launch
+    (void)cudaGetLastError();
+    bwd_grad_reduce<G><<<cfg.gridDim, cfg.blockDim, 0, stream>>>(part0, o0, part1, o1, groups, n, slices);
+  }
+  check_cuda(cudaGetLastError(), kWhere);
+}
+
 template <class T>
 void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* part_b,
                   std::int64_t groups, cudaStream_t stream) {
-  const std::int64_t n = a.x.n;
-  const auto blocks = unsigned(ceil_div(n, 32));
-  const int slices = reduce_slices(groups), threads = 32 * slices;
-  for (auto [part, dst] : {std::pair{part_w, a.dweight}, std::pair{part_b, a.dbias}}) {
-    if (!dst) continue;
-    if (a.grad_dtype == DType::f32)
-      bwd_grad_reduce<float><<<blocks, threads, 0, stream>>>(part, groups, n, slices, static_cast<float*>(dst));
-    else
-      bwd_grad_reduce<T><<<blocks, threads, 0, stream>>>(part, groups, n, slices, static_cast<T*>(dst));
-    check_cuda(cudaGetLastError(), kWhere);
-  }
+  // (part, out) pairs of the gradients asked for, dw first.
+  const float* p0 = a.dweight ? part_w : part_b;
+  void* o0 = a.dweight ? a.dweight : a.dbias;
+  const float* p1 = a.dweight && a.dbias ? part_b : nullptr;
+  void* o1 = a.dweight && a.dbias ? a.dbias : nullptr;
+  if (!o0) return;
+  if (a.grad_dtype == DType::f32) launch_reduce<float>(p0, o0, p1, o1, groups, a.x.n, stream);
+  else launch_reduce<T>(p0, o0, p1, o1, groups, a.x.n, stream);
 }
 
 // Which variant of bwd_rows_regs rms / layer backward use (n ≤ 8192; dev/norm/README.md has
@@ -856,8 +924,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
           if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false>;
       }
     }
-    int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), kWhere);
+    const int per_sm = blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, device);
     std::int64_t groups = std::min<std::int64_t>(rows, std::int64_t(std::max(per_sm, 1)) * sms);
     const std::int64_t per_group = ceil_div(rows, groups);
     groups = ceil_div(rows, per_group);
