@@ -28,19 +28,10 @@ namespace {
 
 constexpr std::int64_t kBlock = 1024;
 
-template <DType T>
-const void* at(const void* p, std::int64_t i) {
-  return static_cast<const char*>(p) + i * kElemBytes<T>;
-}
-template <DType T>
-void* at(void* p, std::int64_t i) {
-  return static_cast<char*>(p) + i * kElemBytes<T>;
-}
-
 // Σ f(v) over the n elements of the row at x (element type S); padded lanes hold `pad`, and
-// f(pad) must be 0. Prefetch: when the row comes from memory (pass A).
+// f(pad) must be 0. Prefetch: 4 KB ahead, when the row comes from memory (pass A).
 template <DType S, bool Prefetch, class F>
-double row_sum(const void* x, std::int64_t n, float pad, F f) {
+double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
   double total = 0;
   for (std::int64_t b = 0; b < n; b += kBlock) {
     const std::int64_t m = std::min(kBlock, n - b);
@@ -53,6 +44,7 @@ double row_sum(const void* x, std::int64_t n, float pad, F f) {
       }
       a0 += f(vload<S>(at<S>(x, b + i)));
       a1 += f(vload<S>(at<S>(x, b + i + 16)));
+      next->step(32);
     }
     if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
     if (i < m) a1 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
@@ -63,7 +55,7 @@ double row_sum(const void* x, std::int64_t n, float pad, F f) {
 
 // max of the row (from memory); NaN if any element is NaN.
 template <DType S>
-float row_max(const void* x, std::int64_t n) {
+float row_max(const void* x, std::int64_t n, RowStream* next) {
   const vf16 ninf = vsplat(-INFINITY);
   vf16 m0 = ninf, m1 = ninf;
   vi16 bad{};
@@ -74,6 +66,7 @@ float row_max(const void* x, std::int64_t n) {
     const vf16 v0 = vload<S>(at<S>(x, i)), v1 = vload<S>(at<S>(x, i + 16));
     m0 = vmax16(v0, m0), m1 = vmax16(v1, m1);
     bad |= (v0 != v0) | (v1 != v1);
+    next->step(32);
   }
   for (; i < n; i += 16) {
     const vf16 v = n - i >= 16 ? vload<S>(at<S>(x, i)) : vload_part<S>(at<S>(x, i), int(n - i), -INFINITY);
@@ -85,48 +78,16 @@ float row_max(const void* x, std::int64_t n) {
   return hmax16(vmax16(m0, m1));
 }
 
-// Writes the row at dst (element type T) from the row at src (element type S, f32 lanes
-// v): y = g(v, i, m) for the 16-lane chunk at i with m valid lanes. Streaming (nt) stores need
-// dst aligned to the element size; otherwise plain stores.
-template <DType T, DType S, class G>
-void write_row(void* dst, const void* src, std::int64_t n, bool nt, G g) {
-  nt = nt && reinterpret_cast<std::uintptr_t>(dst) % kElemBytes<T> == 0;
-  const std::int64_t head = nt ? head_to_align<T>(dst, n) : 0;
-  sweep16(n, head, [&](std::int64_t i, int m) {
-    if (m == 16) {
-      const vf16 y = g(vload<S>(at<S>(src, i)), i, 16);
-      if (nt) vstream<T>(at<T>(dst, i), y);
-      else vstore<T>(at<T>(dst, i), y);
-    } else {
-      vstore_part<T>(at<T>(dst, i), m, g(vload_part<S>(at<S>(src, i), m, 0.0f), i, m));
-    }
-  });
-}
-
-// 16 (or m) lanes of an f32 array of the row's length (weight, bias).
-inline vf16 lanes(const float* p, std::int64_t i, int m) {
-  return m == 16 ? vload<DType::f32>(p + i) : vload_part<DType::f32>(p + i, m, 0.0f);
-}
-
 // s = x + residual rounded to T: written to sum_out and to buf (f32).
 template <DType T>
-void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt) {
-  nt = nt && reinterpret_cast<std::uintptr_t>(sum_out) % kElemBytes<T> == 0;
-  const std::int64_t head = nt ? head_to_align<T>(sum_out, n) : 0;
-  sweep16(n, head, [&](std::int64_t i, int m) {
-    if (m == 16) {
-      prefetch_ahead(at<T>(x, i));
-      prefetch_ahead(at<T>(r, i));
-      const vf16 s = vround<T>(vload<T>(at<T>(x, i)) + vload<T>(at<T>(r, i)));
-      vstore<DType::f32>(buf + i, s);
-      if (nt) vstream<T>(at<T>(sum_out, i), s);
-      else vstore<T>(at<T>(sum_out, i), s);
-    } else {
-      const vf16 s = vround<T>(vload_part<T>(at<T>(x, i), m, 0.0f) + vload_part<T>(at<T>(r, i), m, 0.0f));
-      vstore_part<DType::f32>(buf + i, m, s);
-      vstore_part<T>(at<T>(sum_out, i), m, s);
-    }
-  });
+void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt, RowStream* next) {
+  write_row<T>(sum_out, n, nt, [=](std::int64_t i, int m) {
+    if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(r, i));
+    const vf16 s = vround<T>(ld<T>(x, i, m) + ld<T>(r, i, m));
+    if (m == 16) vstore<DType::f32>(buf + i, s);
+    else vstore_part<DType::f32>(buf + i, m, s);
+    return s;
+  }, next);
 }
 
 struct Ctx {
@@ -139,48 +100,58 @@ struct Ctx {
 // rms / layer norm of one row whose values are at src (element type S: the input row, or the
 // f32 buffer of s = x + residual).
 template <DType T, DType S, bool FromMemory>
-void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n) {
+void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next) {
   const float* w = c.w;
   if (kind == NormKind::rms) {
-    const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; });
+    const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
-    write_row<T, S>(dst, src, n, c.nt, [=](vf16 v, std::int64_t i, int m) { return v * rs * lanes(w, i, m); });
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<DType::f32>(w, i, m); }, next);
   } else {
-    const double mean = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v; }) / double(n);
+    const double mean = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v; }, next) / double(n);
     const float mf = float(mean);
-    const double ss = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); });
+    const double ss = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
     const float* b = c.b;
-    write_row<T, S>(dst, src, n, c.nt,
-                    [=](vf16 v, std::int64_t i, int m) { return (v - mf) * rs * lanes(w, i, m) + lanes(b, i, m); });
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) {
+      return (ld<S>(src, i, m) - mf) * rs * ld<DType::f32>(w, i, m) + ld<DType::f32>(b, i, m);
+    }, next);
   }
 }
 
 template <DType T>
-void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* buf, std::int64_t n) {
-  const float m = row_max<T>(x, n);
+void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* buf, std::int64_t n,
+                 RowStream* next) {
+  const float m = row_max<T>(x, n, next);
   if (kind == NormKind::softmax) {
     // e = exp(x − m) into buf, Σe; then y = e / Σe. A NaN max makes the row NaN (as exp would).
     double s = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
-      const std::int64_t len = std::min(kBlock, n - b0);
-      vf16 a{};
-      for (std::int64_t i = b0; i < b0 + len; i += 16) {
-        const int k = int(std::min<std::int64_t>(16, b0 + len - i));
-        const vf16 v = k == 16 ? vload<T>(at<T>(x, i)) : vload_part<T>(at<T>(x, i), k, -INFINITY);
-        const vf16 e = vexp_nonpositive(v - m);
-        a += e;
+      const std::int64_t end = b0 + std::min(kBlock, n - b0);
+      vf16 a0{}, a1{};
+      std::int64_t i = b0;
+      for (; i + 32 <= end; i += 32) {
+        const vf16 e0 = vexp_nonpositive(vload<T>(at<T>(x, i)) - m);
+        const vf16 e1 = vexp_nonpositive(vload<T>(at<T>(x, i + 16)) - m);
+        vstore<DType::f32>(buf + i, e0);
+        vstore<DType::f32>(buf + i + 16, e1);
+        a0 += e0, a1 += e1;
+        next->step(32);
+      }
+      for (; i < end; i += 16) {
+        const int k = int(std::min<std::int64_t>(16, end - i));
+        const vf16 e = vexp_nonpositive(ld<T>(x, i, k, -INFINITY) - m);
         if (k == 16) vstore<DType::f32>(buf + i, e);
         else vstore_part<DType::f32>(buf + i, k, e);
+        a0 += e;
       }
-      s += double(hsum16(a));
+      s += double(hsum16(a0 + a1));
     }
     const float inv = m != m ? NAN : float(1.0 / s);
-    write_row<T, DType::f32>(dst, buf, n, c.nt, [inv](vf16 e, std::int64_t, int) { return e * inv; });
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<DType::f32>(buf, i, m) * inv; }, next);
   } else {
-    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); });
+    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); }, next);
     const float shift = float(double(m) + std::log(s));
-    write_row<T, T>(dst, x, n, c.nt, [shift](vf16 v, std::int64_t, int) { return v - shift; });
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) - shift; }, next);
   }
 }
 
@@ -206,18 +177,30 @@ void norm_rows(const NormArgs& a) {
 #pragma omp parallel if (parallel)
   {
     std::vector<float> buf(need_buf ? std::size_t(n) : 0);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+    // Static contiguous row ranges; the rows ahead are prefetched while a row is worked on.
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
+    RowStream next;
+    next.base[0] = static_cast<const char*>(a.x.data), next.stride[0] = a.x.row_stride * kElemBytes<T>;
+    if (add) {
+      next.base[1] = static_cast<const char*>(a.residual.data);
+      next.stride[1] = a.residual.row_stride * kElemBytes<T>;
+    }
+    next.row_bytes = n * kElemBytes<T>;
+    // Passes over a row that step the prefetch (see norm_row, softmax_row, add_pass).
+    next.per_row = n * ((a.kind == NormKind::rms ? 2 : 3) + (add ? 1 : 0));
+    next.start(lo, hi, std::max(kRowStreamLead, next.row_bytes));
+    for (std::int64_t r = lo; r < hi; ++r) {
       const void* x = at<T>(a.x.data, r * a.x.row_stride);
       void* y = at<T>(a.out.data, r * a.out.row_stride);
       if (add) {
         add_pass<T>(x, at<T>(a.residual.data, r * a.residual.row_stride),
-                    at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf.data(), n, c.nt);
-        norm_row<T, DType::f32, false>(a.kind, c, buf.data(), y, n);
+                    at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf.data(), n, c.nt, &next);
+        norm_row<T, DType::f32, false>(a.kind, c, buf.data(), y, n, &next);
       } else if (norm) {
-        norm_row<T, T, true>(a.kind, c, x, y, n);
+        norm_row<T, T, true>(a.kind, c, x, y, n, &next);
       } else {
-        softmax_row<T>(a.kind, c, x, y, buf.data(), n);
+        softmax_row<T>(a.kind, c, x, y, buf.data(), n, &next);
       }
     }
     if (c.nt) stream_fence();

@@ -133,14 +133,21 @@ template <DType T>
 constexpr int kElemBytes = T == DType::f32 ? 4 : 2;
 
 // f32 → bf16 bits, round to nearest even, NaN kept quiet (the same rule as store_row).
+#if defined(__AVX512F__)
+// The bf16 rounding of 16 lanes, left in the high half of each 32-bit lane.
+inline __m512i bf16_round_hi(vf16 v) {
+  const __m512i u = _mm512_castps_si512((__m512)v);
+  const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+  __m512i t = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
+  t = _mm512_mask_add_epi32(t, odd, t, _mm512_set1_epi32(1));
+  const __mmask16 nan = _mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(t, nan, u, _mm512_set1_epi32(0x400000));
+}
+#endif
+
 inline vh16 to_bf16_bits(vf16 v) {
 #if defined(__AVX512F__)
-  const __m512i u = _mm512_castps_si512((__m512)v);
-  const __m512i q = _mm512_srli_epi32(u, 16);
-  const __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), _mm512_and_si512(q, _mm512_set1_epi32(1))), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q);
-  const __m256i h = _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(r, nan, q, _mm512_set1_epi32(0x40)));
+  const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_round_hi(v), 16));
   vh16 out;
   std::memcpy(&out, &h, sizeof out);
   return out;
@@ -228,6 +235,31 @@ inline void vstream(void* p, vf16 v) {
 #endif
 }
 
+// 32 elements (a: the first 16, b: the next) at p, plain or non-temporal stores (nt: p aligned
+// to 64 bytes).
+template <DType T>
+inline void vstore2(void* p, vf16 a, vf16 b, bool nt) {
+#if defined(__AVX512BW__)
+  if constexpr (T == DType::bf16) {
+    alignas(64) static constexpr std::uint16_t kHigh[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                            23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                            45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+    const __m512i h = _mm512_permutex2var_epi16(bf16_round_hi(a), _mm512_load_si512(kHigh), bf16_round_hi(b));
+    if (nt) _mm512_stream_si512(static_cast<__m512i*>(p), h);
+    else _mm512_storeu_si512(p, h);
+    return;
+  }
+#endif
+  char* c = static_cast<char*>(p);
+  if (nt) {
+    vstream<T>(c, a);
+    vstream<T>(c + 16 * kElemBytes<T>, b);
+  } else {
+    vstore<T>(c, a);
+    vstore<T>(c + 16 * kElemBytes<T>, b);
+  }
+}
+
 // The first m (< 16) elements at p; the other lanes are `pad`.
 template <DType T>
 inline vf16 vload_part(const void* p, int m, float pad) {
@@ -245,30 +277,36 @@ inline void vstore_part(void* p, int m, vf16 v) {
   std::memcpy(p, tmp, std::size_t(std::min(m, 16) * kElemBytes<T>));
 }
 
+// Element i of a row of element type T.
+template <DType T>
+inline const void* at(const void* p, std::int64_t i) {
+  return static_cast<const char*>(p) + i * kElemBytes<T>;
+}
+template <DType T>
+inline void* at(void* p, std::int64_t i) {
+  return static_cast<char*>(p) + i * kElemBytes<T>;
+}
+
+// The 16-lane chunk at element i of a row (element type T) with m valid lanes (m == 16: a
+// full load; else the first m elements, other lanes `pad`).
+template <DType T>
+inline vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
+  return m == 16 ? vload<T>(at<T>(row, i)) : vload_part<T>(at<T>(row, i), m, pad);
+}
+
 // Software prefetch `Ahead` bytes past p (a hint: never faults, past the row included).
 template <int Ahead = 4096>
 inline void prefetch_ahead(const void* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + Ahead), 0, 3);
 }
 
-// Elements to process before dst (element type T) is aligned to 16 elements; 0 when it never
-// will be (a pointer not aligned to the element size).
+// Elements to process before dst (element type T, aligned to the element size) reaches a
+// 64-byte boundary.
 template <DType T>
 inline std::int64_t head_to_align(const void* dst, std::int64_t n) {
-  constexpr std::uintptr_t es = kElemBytes<T>, line = 16 * es;
+  constexpr std::uintptr_t es = kElemBytes<T>;
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(dst);
-  if (a % es) return 0;
-  return std::min<std::int64_t>(n, std::int64_t(((line - a % line) % line) / es));
-}
-
-// Calls f(i, m) on consecutive chunks [i, i + m) covering [0, n): m == 16 except for a head
-// chunk of `head` elements and a tail chunk of the rest.
-template <class F>
-inline void sweep16(std::int64_t n, std::int64_t head, F&& f) {
-  std::int64_t i = 0;
-  if (head > 0) f(std::int64_t(0), int(head)), i = head;
-  for (; i + 16 <= n; i += 16) f(i, 16);
-  if (i < n) f(i, int(n - i));
+  return std::min<std::int64_t>(n, std::int64_t(((64 - a % 64) % 64) / es));
 }
 
 // Round 16 f32 lanes to T's precision and back (the value a store of T then a load would give).
@@ -304,42 +342,96 @@ inline void stream_fence() {
 #endif
 }
 
-// exp(x) on 16 lanes for x <= 0 or −inf (softmax's exp(x − max)); x < −110 gives 0; NaN gives 0
-// (callers that can see NaN handle it per row). exp_reduced's polynomial (vec_math.hpp).
-inline vf16 vexp_nonpositive(vf16 x) {
-  const vf16 xc = vmax16(x, vsplat(-110.0f));
-#if defined(__AVX512F__)
-  const vf16 k = (vf16)_mm512_roundscale_ps((__m512)(xc * 1.44269504088896341f),
-                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  return (vf16)_mm512_scalef_ps((__m512)exp_reduced(xc, k), (__m512)k);
-#else
-  const vf16 k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // rint, |k| < 2^22
-  const vi16 ki = __builtin_convertvector(k, vi16);
-  const vi16 k1 = ki >> 1, k2 = ki - k1;  // 2^k in two factors: k down to −150 stays exact
-  vi16 b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23;
-  vf16 s1, s2;
-  std::memcpy(&s1, &b1, sizeof s1);
-  std::memcpy(&s2, &b2, sizeof s2);
-  return exp_reduced(xc, k) * s1 * s2;
-#endif
+// Writes the n elements of the row at dst (element type T): the chunk at i with m lanes is
+// g(i, m) (m == 16 in the body, which inlining specializes). With nt (and dst aligned to the
+// element size) the body is written with non-temporal stores from dst's 64-byte boundary on.
+// Software prefetch (into L2) of the rows a thread reads next, for row kernels that read a row
+// from memory once and then work on it from cache: without it no read is in flight during the
+// passes from cache. The cursor runs `lead` bytes ahead of the rows being worked on and advances
+// one row's bytes per row of work (step() is called for every 32 elements of every pass:
+// `per_row` elements in all), so memory stays busy at the rate the rows are consumed.
+constexpr std::int64_t kRowStreamLead = 64 << 10;  // bytes ahead (at least one row)
+struct RowStream {
+  const char* base[2] = {nullptr, nullptr};  // up to two inputs (rows of the same length)
+  std::int64_t stride[2] = {0, 0};           // bytes between rows
+  std::int64_t row_bytes = 0, per_row = 1;
+  std::int64_t row = 0, end = 0, off = 0, acc = 0;
+
+  // Rows [lo, hi) of the inputs; the cursor starts `lead` bytes in (a thread's first rows are
+  // prefetched by their own pass over memory).
+  void start(std::int64_t lo, std::int64_t hi, std::int64_t lead) {
+    row = lo + lead / row_bytes, off = lead % row_bytes, end = hi;
+  }
+  void step(std::int64_t elems) {
+    acc += elems * row_bytes;
+    for (; acc >= 64 * per_row; acc -= 64 * per_row) {
+      if (row >= end) return;
+      for (int k = 0; k < 2; ++k)
+        if (base[k]) __builtin_prefetch(base[k] + row * stride[k] + off, 0, 2);
+      off += 64;
+      if (off >= row_bytes) off = 0, ++row;
+    }
+  }
+};
+
+template <DType T, class G>
+inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
+  nt = nt && reinterpret_cast<std::uintptr_t>(dst) % kElemBytes<T> == 0;
+  const std::int64_t head = nt ? head_to_align<T>(dst, n) : 0;
+  auto part = [&](std::int64_t i, std::int64_t end) {  // [i, end), plain stores
+    for (; i < end; i += 16) {
+      const int m = int(std::min<std::int64_t>(16, end - i));
+      if (m == 16) vstore<T>(at<T>(dst, i), g(i, 16));
+      else vstore_part<T>(at<T>(dst, i), m, g(i, m));
+    }
+  };
+  part(0, head);
+  std::int64_t i = head;
+  for (; i + 32 <= n; i += 32) {
+    const vf16 a = g(i, 16), b = g(i + 16, 16);
+    vstore2<T>(at<T>(dst, i), a, b, nt);
+    if (next) next->step(32);
+  }
+  part(i, n);
 }
 
-// exp(x) on 16 lanes for any x: exp_f32's clamping (x > 88.7: +inf, x < −87.3: 0, NaN stays).
-inline vf16 vexp(vf16 x) {
-  const float hi = 88.72283f, lo = -87.33654f;
-  vf16 xc = x > hi ? vsplat(hi) : x;
-  xc = xc < lo ? vsplat(lo) : xc;
-  const vf16 k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+// exp on 16 lanes as 2^t, t = x·log2 e: k = rint(t), 2^(t − k) on [−1/2, 1/2] by a degree-5
+// polynomial (relative minimax fit with p(0) = 1, 1.8e-7 in f32 arithmetic), times 2^k (vscalefps: exact,
+// overflow to +inf and gradual underflow to 0 included). t is clamped to [−160, 160] first, so
+// ±inf give +inf / 0 and NaN stays NaN. The rounding of t adds |t|·2^-24 relative error (< 1e-6
+// for the |x| < 10 that matter in a softmax sum; exp_f32 in vec_math.hpp is the 1–2 ulp one).
+inline vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element row is 0)
+  vf16 p = f * 1.3264708686619997e-3f + 9.671511128544807e-3f;
+  p = p * f + 5.550733953714371e-2f;
+  p = p * f + 2.4022242426872253e-1f;
+  p = p * f + 6.931470036506653e-1f;
+  return p * f + 1.0f;
+}
+template <bool Upper>
+inline vf16 vexp_impl(vf16 x) {
+  vf16 t = x * 1.44269504088896341f;
+  if constexpr (Upper) t = t > 160.0f ? vsplat(160.0f) : t;
+  t = t < -160.0f ? vsplat(-160.0f) : t;
+#if defined(__AVX512F__)
+  const vf16 k = (vf16)_mm512_roundscale_ps((__m512)t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return (vf16)_mm512_scalef_ps((__m512)exp2_poly(t - k), (__m512)k);
+#else
+  const vf16 k = (t + 12582912.0f) - 12582912.0f;  // rint for |t| < 2^22
+  // 2^k in three factors, each a normal number (k in [−160, 160]), so the product under- and
+  // overflows only once, at the end (0 / +inf); NaN stays NaN through p.
   const vi16 ki = __builtin_convertvector(k, vi16);
-  const vi16 k1 = ki >> 1, k2 = ki - k1;
-  vi16 b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23;
-  vf16 s1, s2;
+  const vi16 k1 = ki / 3, k2 = (ki - k1) / 2, k3 = ki - k1 - k2;
+  vi16 b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23, b3 = (k3 + 127) << 23;
+  vf16 s1, s2, s3;
   std::memcpy(&s1, &b1, sizeof s1);
   std::memcpy(&s2, &b2, sizeof s2);
-  vf16 y = exp_reduced(xc, k) * s1 * s2;
-  y = x > hi ? vsplat(__builtin_inff()) : y;
-  y = x < lo ? vf16{} : y;
-  return x != x ? x : y;
+  std::memcpy(&s3, &b3, sizeof s3);
+  return exp2_poly(t - k) * s1 * s2 * s3;
+#endif
 }
+// exp(x), any x (x > 110: +inf, x < −110: 0, NaN: NaN).
+inline vf16 vexp(vf16 x) { return vexp_impl<true>(x); }
+// exp(x) for x <= 0 or −inf (softmax's exp(x − max)); x < −110 gives 0, NaN stays NaN.
+inline vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false>(x); }
 
 }  // namespace sixfold::detail
