@@ -62,7 +62,12 @@ echo "== default, all shapes: SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIV
 el "CLI bench, default, five shapes"
 SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 timeout 120 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
 if (( want_vars )); then
-  for v in regs regs0; do
+  el "  no PDL for the reduction (4096x4096, 65536x1024)"
+  echo "== SIXFOLD_NORM_BWD_NO_PDL=1" >>"$logs/bench.log"
+  SIXFOLD_NORM_BWD_NO_PDL=1 SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
+    SIXFOLD_NORM_SHAPES=4096x4096,65536x1024 \
+    timeout 60 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
+  for v in regs; do
     el "  variant $v (16384x8192, 4096x4096, 65536x1024)"
     echo "== SIXFOLD_NORM_BWD_KERNEL=$v" >>"$logs/bench.log"
     SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \

@@ -853,8 +853,11 @@ void launch_reduce(const float* part0, void* out0, const float* part1, void* out
   cfg.numAttrs = 1;
   auto* o0 = static_cast<G*>(out0);
   auto* o1 = static_cast<G*>(out1);
-  if (cudaLaunchKernelEx(&cfg, bwd_grad_reduce<G>, part0, o0, part1, o1, groups, n, slices) !=
-      cudaSuccess) {  // where the attribute is refused: a plain launch
+  // Dev hook for A/B timing: SIXFOLD_NORM_BWD_NO_PDL set → plain launch.
+  static const bool pdl = std::getenv("SIXFOLD_NORM_BWD_NO_PDL") == nullptr;
+  if (!pdl ||
+      cudaLaunchKernelEx(&cfg, bwd_grad_reduce<G>, part0, o0, part1, o1, groups, n, slices) !=
+          cudaSuccess) {  // where the attribute is refused: a plain launch
     (void)cudaGetLastError();
     bwd_grad_reduce<G><<<cfg.gridDim, cfg.blockDim, 0, stream>>>(part0, o0, part1, o1, groups, n, slices);
   }
