@@ -1,10 +1,14 @@
-// CPU backend of the norm backward passes: dx row by row (each row of x/y and dy read once into
-// per-thread f32 buffers, dx written once), row statistics in blocked f32 lanes summed in f64.
+// CPU backend of the norm backward passes: each row of x (or y) and dy read from memory once,
+// dx written once, 16 f32 lanes at a time (rows_cpu.hpp), the same pass structure as the forward
+// (norm_cpu.cpp):
 //
 //   rms/layer:  x̂ = (x − μ)·r,  g = dy·w,  dx = r·(g − mean(g) − x̂·mean(g·x̂))   (μ = 0 for rms)
 //               dw = Σ_rows dy·x̂,  db = Σ_rows dy
-//   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy
+//     pass A (memory): Σx, Σg (layer) or Σx², Σg·x (rms);  pass B (cache, layer): Σ(x − μ)²,
+//     Σg·(x − μ);  pass C (cache): dx, and dw/db accumulated into the row group's partials.
+//   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy   (pass A, pass C)
 //
+// Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward).
 // dw/db are a Sum over rows, reduced deterministically: the rows are cut into a fixed number of
 // consecutive groups (a function of rows and n only, never of the thread count), each group
 // sums its rows in order into its own f32 partial, and the partials are added in group order
@@ -18,62 +22,118 @@
 #include "norm_entries.hpp"
 #include "rows_cpu.hpp"
 #include "sixfold/runtime/dtype.hpp"
-#include "sixfold/runtime/vec_math.hpp"
 
 namespace sixfold::detail {
 namespace {
 
-const void* row_ptr(const RowsView& v, DType t, std::int64_t r) {
-  return static_cast<const char*>(v.data) +
-         std::size_t(r * v.row_stride) * std::size_t(dtype_bits(t) / 8);
-}
+constexpr std::int64_t kBlock = 1024;
 
-// One row: dx into `x` (overwritten); dw/db partials accumulated when given. w: n weights (ones
-// when the op has none).
-void backward_row(const NormBackwardArgs& a, float* x, const float* d, const float* w, float* dw,
-                  float* db) {
-  const std::int64_t n = a.x.n;
-  switch (a.kind) {
-    case NormKind::rms:
-    case NormKind::layer: {
-      const float mf =
-          a.kind == NormKind::layer ? float(lane_sum(n, [x](std::int64_t i) { return x[i]; }) / double(n)) : 0.f;
-      const double ss = lane_sum(n, [x, mf](std::int64_t i) { return (x[i] - mf) * (x[i] - mf); });
-      const float rs = float(1.0 / std::sqrt(ss / double(n) + double(a.eps)));
-      const double sgx = lane_sum(n, [x, d, w, mf](std::int64_t i) { return d[i] * w[i] * (x[i] - mf); });
-      const double sg =
-          a.kind == NormKind::layer ? lane_sum(n, [d, w](std::int64_t i) { return d[i] * w[i]; }) : 0.0;
-      const float mean_g = float(sg / double(n));
-      const float k = float(sgx / double(n)) * rs * rs;  // mean(g·x̂)·r
-      if (dw)
-        for (std::int64_t i = 0; i < n; ++i) dw[i] += d[i] * ((x[i] - mf) * rs);
-      if (db)
-        for (std::int64_t i = 0; i < n; ++i) db[i] += d[i];
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float xc = x[i] - mf;
-        x[i] = rs * (d[i] * w[i] - mean_g - xc * k);
-      }
-      break;
+// Σ f(i, m) over the row's 16-lane chunks (f returns the chunk's terms, zero in lanes ≥ m), in
+// f32 lanes per block of 1024 elements, blocks added in f64. K sums at once.
+template <int K, class F>
+void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
+  for (int k = 0; k < K; ++k) out[k] = 0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t end = b + std::min(kBlock, n - b);
+    vf16 acc[2][K] = {};
+    std::int64_t i = b;
+    for (; i + 32 <= end; i += 32) {
+      f(i, 16, acc[0]);
+      f(i + 16, 16, acc[1]);
+      next->step(32);
     }
-    case NormKind::softmax: {
-      const float s = float(lane_sum(n, [x, d](std::int64_t i) { return d[i] * x[i]; }));
-      for (std::int64_t i = 0; i < n; ++i) x[i] = x[i] * (d[i] - s);
-      break;
-    }
-    case NormKind::log_softmax: {
-      const float s = float(lane_sum(n, [d](std::int64_t i) { return d[i]; }));
-      for (std::int64_t i = 0; i < n; ++i) x[i] = d[i] - exp_f32(x[i]) * s;
-      break;
-    }
+    for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc[0]);
+    for (int k = 0; k < K; ++k) out[k] += double(hsum16(acc[0][k] + acc[1][k]));
   }
 }
 
-}  // namespace
+struct Row {
+  const void* x;   // x (rms/layer) or y (softmax kinds)
+  const void* dy;
+  void* dx;
+};
 
-void norm_backward_cpu(const NormBackwardArgs& a) {
+template <DType T>
+void norm_backward_row(const NormBackwardArgs& a, const Row& row, const float* w, float* dw, float* db,
+                       bool nt, RowStream* next) {
+  const std::int64_t n = a.x.n;
+  const void* x = row.x;
+  const void* dy = row.dy;
+  const bool layer = a.kind == NormKind::layer;
+  float mf = 0.f, rs = 0.f, k = 0.f, mean_g = 0.f;
+  if (layer) {
+    double s[2];  // Σx, Σg
+    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
+      if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
+      acc[0] += ld<T>(x, i, m);
+      acc[1] += ld<T>(dy, i, m) * ld<DType::f32>(w, i, m);
+    }, next);
+    mf = float(s[0] / double(n));
+    mean_g = float(s[1] / double(n));
+    double c[2];  // Σ(x − μ)², Σg·(x − μ)
+    row_sums<2>(n, c, [=](std::int64_t i, int m, vf16* acc) {
+      const vf16 xc = ld<T>(x, i, m, mf) - mf;
+      acc[0] += xc * xc;
+      acc[1] += ld<T>(dy, i, m) * ld<DType::f32>(w, i, m) * xc;
+    }, next);
+    rs = float(1.0 / std::sqrt(c[0] / double(n) + double(a.eps)));
+    k = float(c[1] / double(n)) * rs * rs;  // mean(g·x̂)·r
+  } else {
+    double s[2];  // Σx², Σg·x
+    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
+      if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
+      const vf16 xv = ld<T>(x, i, m);
+      acc[0] += xv * xv;
+      acc[1] += ld<T>(dy, i, m) * ld<DType::f32>(w, i, m) * xv;
+    }, next);
+    rs = float(1.0 / std::sqrt(s[0] / double(n) + double(a.eps)));
+    k = float(s[1] / double(n)) * rs * rs;
+  }
+  write_row<T>(row.dx, n, nt, [=](std::int64_t i, int m) {
+    const vf16 xc = ld<T>(x, i, m) - mf, d = ld<T>(dy, i, m);
+    if (dw) {
+      const vf16 v = ld<DType::f32>(dw, i, m) + d * (xc * rs);
+      if (m == 16) vstore<DType::f32>(dw + i, v);
+      else vstore_part<DType::f32>(dw + i, m, v);
+    }
+    if (db) {
+      const vf16 v = ld<DType::f32>(db, i, m) + d;
+      if (m == 16) vstore<DType::f32>(db + i, v);
+      else vstore_part<DType::f32>(db + i, m, v);
+    }
+    return rs * (d * ld<DType::f32>(w, i, m) - mean_g - xc * k);
+  }, next);
+}
+
+template <DType T>
+void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, RowStream* next) {
+  const std::int64_t n = a.x.n;
+  const void* y = row.x;
+  const void* dy = row.dy;
+  double s[1];
+  if (a.kind == NormKind::softmax) {
+    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16* acc) {
+      if (m == 16) prefetch_ahead(at<T>(y, i)), prefetch_ahead(at<T>(dy, i));
+      acc[0] += ld<T>(dy, i, m) * ld<T>(y, i, m);
+    }, next);
+    const float sf = float(s[0]);
+    write_row<T>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(y, i, m) * (ld<T>(dy, i, m) - sf); }, next);
+  } else {
+    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16* acc) {
+      if (m == 16) prefetch_ahead(at<T>(y, i)), prefetch_ahead(at<T>(dy, i));
+      acc[0] += ld<T>(dy, i, m);
+    }, next);
+    const float sf = float(s[0]);
+    write_row<T>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(dy, i, m) - vexp(ld<T>(y, i, m)) * sf; }, next);
+  }
+}
+
+template <DType T>
+void norm_backward_rows(const NormBackwardArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
-  std::vector<float> w(static_cast<std::size_t>(n), 1.0f);
-  if (a.weight) load_row(a.dtype, a.weight, w.data(), n);
+  const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
+  std::vector<float> w(norm ? std::size_t(n) : 0, 1.0f);
+  if (norm && a.weight) load_row(a.dtype, a.weight, w.data(), n);
   const bool grads = a.dweight || a.dbias;
   // Fixed row groups: at most 64, and at most 2^21 partial elements per gradient.
   const std::int64_t groups =
@@ -82,32 +142,58 @@ void norm_backward_cpu(const NormBackwardArgs& a) {
   const std::int64_t per_group = rows == 0 ? 0 : (rows + groups - 1) / groups;
   std::vector<float> pdw(a.dweight ? std::size_t(groups * n) : 0, 0.0f);
   std::vector<float> pdb(a.dbias ? std::size_t(groups * n) : 0, 0.0f);
+  const bool nt = stream_output(rows * n * kElemBytes<T>);
   const bool parallel = groups > 1 && rows * n >= (1 << 15);
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> xb(static_cast<std::size_t>(n)), db(static_cast<std::size_t>(n));
-#pragma omp for schedule(static)
-    for (std::int64_t gi = 0; gi < groups; ++gi) {
+    // Static contiguous ranges of groups (so of rows); the rows ahead are prefetched.
+    const int t = omp_get_thread_num(), nth = omp_get_num_threads();
+    const std::int64_t glo = groups * t / nth, ghi = groups * (t + 1) / nth;
+    RowStream next;
+    next.base[0] = static_cast<const char*>(a.x.data), next.stride[0] = a.x.row_stride * kElemBytes<T>;
+    next.base[1] = static_cast<const char*>(a.dy.data), next.stride[1] = a.dy.row_stride * kElemBytes<T>;
+    next.row_bytes = n * kElemBytes<T>;
+    next.per_row = n * (a.kind == NormKind::layer ? 3 : 2);
+    next.start(std::min(rows, glo * per_group), std::min(rows, ghi * per_group),
+               std::max(kRowStreamLead, next.row_bytes));
+    for (std::int64_t gi = glo; gi < ghi; ++gi) {
       float* dw = a.dweight ? pdw.data() + gi * n : nullptr;
-      float* dbp = a.dbias ? pdb.data() + gi * n : nullptr;
+      float* db = a.dbias ? pdb.data() + gi * n : nullptr;
       for (std::int64_t r = gi * per_group; r < std::min(rows, (gi + 1) * per_group); ++r) {
-        load_row(a.dtype, row_ptr(a.x, a.dtype, r), xb.data(), n);
-        load_row(a.dtype, row_ptr(a.dy, a.dtype, r), db.data(), n);
-        backward_row(a, xb.data(), db.data(), w.data(), dw, dbp);
-        store_row(a.dtype, xb.data(), const_cast<void*>(row_ptr(a.dx, a.dtype, r)), n);
+        const Row row{at<T>(a.x.data, r * a.x.row_stride), at<T>(a.dy.data, r * a.dy.row_stride),
+                      at<T>(a.dx.data, r * a.dx.row_stride)};
+        if (norm) norm_backward_row<T>(a, row, w.data(), dw, db, nt, &next);
+        else softmax_backward_row<T>(a, row, nt, &next);
       }
     }
+    if (nt) stream_fence();
   }
-  // Partials summed in group order, in f64.
+  // Partials summed in group order, in f64 (columns in parallel, each group's row read in order).
   std::vector<float> out(static_cast<std::size_t>(n));
   for (auto [partial, dst] : {std::pair{&pdw, a.dweight}, std::pair{&pdb, a.dbias}}) {
     if (!dst) continue;
-    for (std::int64_t i = 0; i < n; ++i) {
-      double s = 0;
-      for (std::int64_t gi = 0; gi < groups; ++gi) s += double((*partial)[std::size_t(gi * n + i)]);
-      out[std::size_t(i)] = float(s);
+    const float* p = partial->data();
+    constexpr std::int64_t kCols = 512;
+#pragma omp parallel for schedule(static) if (groups * n >= (1 << 18))
+    for (std::int64_t c0 = 0; c0 < n; c0 += kCols) {
+      const std::int64_t m = std::min(kCols, n - c0);
+      double s[kCols] = {};
+      for (std::int64_t gi = 0; gi < groups; ++gi)
+        for (std::int64_t i = 0; i < m; ++i) s[i] += double(p[gi * n + c0 + i]);
+      for (std::int64_t i = 0; i < m; ++i) out[std::size_t(c0 + i)] = float(s[i]);
     }
     store_row(a.grad_dtype, out.data(), dst, n);
+  }
+}
+
+}  // namespace
+
+void norm_backward_cpu(const NormBackwardArgs& a) {
+  switch (a.dtype) {
+    case DType::f32: return norm_backward_rows<DType::f32>(a);
+    case DType::bf16: return norm_backward_rows<DType::bf16>(a);
+    case DType::f16: return norm_backward_rows<DType::f16>(a);
+    default: return;
   }
 }
 
