@@ -20,7 +20,7 @@ timeout 120 $H check > "$log/check.log" 2>&1; echo "harness check rc=$?"; tail -
 stamp "sweep"
 timeout 120 $H decode split >> "$log/sweep.log" 2>&1; echo "rc=$?" >> "$log/sweep.log"
 timeout 60 $H decode1 >> "$log/sweep.log" 2>&1
-grep -E "copy|splits|rc=|host" "$log/sweep.log"
+grep -E "copy|splits|rc=|host|===" "$log/sweep.log"
 stamp "waiting for the build"
 wait $build; rc=$?
 stamp "build rc=$rc"; tail -3 "$log/build.log"
