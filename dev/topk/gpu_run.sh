@@ -36,10 +36,17 @@ echo "elapsed $(( $(date +%s) - start )) s"
 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/tests/test_topk" \
   --gtest_filter='TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.CapturedInAGraph:TopKCuda.MixedDevicesRejected' >"$out/memcheck.log" 2>&1
 echo "memcheck rc $?"; grep -E "FAILED|ERROR SUMMARY" "$out/memcheck.log" | tail -5
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/tests/test_topk" \
+  --gtest_filter='TopKCuda.LongRowPaths' >>"$out/memcheck.log" 2>&1
+echo "memcheck (long-row paths) rc $?"; grep -E "FAILED|ERROR SUMMARY" "$out/memcheck.log" | tail -2
 echo "elapsed $(( $(date +%s) - start )) s"
 timeout 60 "$bin/tools/sixfold/sixfold" verify topk --backend cuda >"$out/verify.txt" 2>&1; echo "verify rc $?"; tail -1 "$out/verify.txt"
 timeout 150 "$bin/tools/sixfold/sixfold" bench topk --backend cuda >"$out/bench.txt" 2>&1
 echo "bench rc $?"; grep -E "topk|copy" "$out/bench.txt" | cut -c1-150
+if [ -n "${TOPK_AB:-}" ]; then  # the same bench under a dev-hook setting, e.g. SIXFOLD_TOPK_FILTER=2x8
+  env $TOPK_AB timeout 150 "$bin/tools/sixfold/sixfold" bench topk --backend cuda >"$out/bench_ab.txt" 2>&1
+  echo "bench ($TOPK_AB) rc $?"; grep -E "topk" "$out/bench_ab.txt" | cut -c1-150
+fi
 echo "elapsed $(( $(date +%s) - start )) s"
 if [ "$py" = py ]; then
   wait "$pip_pid"; tail -1 "$out/pip.log"

@@ -33,6 +33,8 @@
 // stable radix sort (index ascending, then key descending), then values are gathered from x.
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "topk_common.cuh"
@@ -622,6 +624,8 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   __shared__ u32 s_bucket, s_above;
   __shared__ bool last;
   const int t = threadIdx.x;
+  // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
     a.seg_eq[i] = 0;
   for (int i = t; i < 4096; i += kSampleThreads) h[i] = 0;
@@ -898,92 +902,109 @@ __device__ __forceinline__ void publish_range(u64 hi, u64 nlo, u64* g_hi, u64* g
   }
 }
 
+constexpr int kFilterThreads = 512, kWarpBuf = 64;
+
+// The filter: one read of the row. Candidates (keys > thr) go through a per-warp staging
+// buffer in shared memory to the global list, 32 at a time (one atomic per 32, not per ballot).
+// A programmatic dependent of lr_sample: the first loads are issued before its threshold exists.
+template <class T, int kMinBlocks, int U>
+__global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> a) {
+  __shared__ u64 wbuf[kFilterThreads / 32][kWarpBuf];
+  const int t = threadIdx.x;
+  const u32 lane = t & 31;
+  u64* buf = wbuf[t >> 5];
+  const u64 gtid = u64(blockIdx.x) * kFilterThreads + t, gthreads = u64(gridDim.x) * kFilterThreads;
+  for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;  // for lr_tail
+  for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[i] = 0;
+  for (u64 i = gtid; i < 3 * 4096; i += gthreads) a.chist[i] = 0;
+  constexpr int W = Vec<T>::kWidth;
+  const u64 warp = gtid >> 5, nwarps = gthreads >> 5, step = nwarps * 32 * U;
+  const u64 h = a.head_elems, nv = (a.n - h) / W;
+  const uint4* xv = reinterpret_cast<const uint4*>(a.x + h);
+  uint4 e[U];
+  u64 b = warp * 32 * U;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const u64 v = b + u * 32 + lane;
+    e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // lr_sample's threshold and zeroed counts
+  const u32 thr = __ldcg(&a.head->thr);
+  u32 wc = 0;  // entries in this warp's buffer (the same in every lane)
+  auto flush = [&](u32 count) {  // the first count (<= 32) entries; their range into the head
+    u64 base = 0;
+    if (lane == 0 && count) base = atomicAdd(&a.head->cand_count, u64(count));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    const u64 cv = lane < count ? buf[lane] : 0;
+    if (lane < count && base + lane < a.cap) a.cand[base + lane] = cv;
+    publish_range(cv, lane < count ? ~cv : 0, &a.head->cand_hi, &a.head->cand_nlo);
+    const u32 rest = wc - count;  // <= 31
+    __syncwarp();
+    const u64 v = lane < rest ? buf[count + lane] : 0;
+    __syncwarp();
+    if (lane < rest) buf[lane] = v;
+    __syncwarp();
+    wc = rest;
+  };
+  auto append = [&](bool p, u32 key, u64 i) {
+    const unsigned m = __ballot_sync(0xffffffffu, p);
+    if (!m) return;
+    if (p) buf[wc + __popc(m & lanemask_lt())] = comp(key, i);
+    wc += __popc(m);
+    __syncwarp();
+    if (wc >= 32) flush(32);
+  };
+  while (b < nv) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const u64 v = b + u * 32 + lane;
+      const bool ok = v < nv;
+      u32 key[W];
+      bool above = false;
+      u32 ties = 0;
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        key[j] = vec_key<T>(e[u], j) ^ a.flip;
+        above |= ok && key[j] > thr;
+        ties += ok && key[j] == thr;
+      }
+      if (__any_sync(0xffffffffu, above)) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) append(ok && key[j] > thr, key[j], h + v * W + j);
+      }
+      if (__any_sync(0xffffffffu, ties != 0)) {
+        // A warp's 32 groups of one load lie in one segment (kSeg is a multiple of 32 W).
+        const u32 sum = __reduce_add_sync(0xffffffffu, ties);
+        if (lane == 0) atomicAdd(&a.seg_eq[(b + u * 32) * W / u64(kSeg)], sum);
+      }
+    }
+    b += step;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const u64 v = b + u * 32 + lane;
+      e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  const u64 rest = h + nv * W, scal = h + (a.n - rest);
+  for (u64 bb = warp * 32; bb < scal; bb += nwarps * 32) {
+    const u64 s = bb + lane, i = s < h ? s : rest + (s - h);
+    const bool ok = s < scal;
+    const u32 key = ok ? order_key(a.x[i]) ^ a.flip : 0u;
+    append(ok && key > thr, key, i);
+    if (ok && key == thr) atomicAdd(&a.seg_eq[seg_of(a, i)], 1u);
+  }
+  flush(wc);
+}
+
+// Everything after the filter, decided on the device (see above). Cooperative launch.
 template <class T>
-__global__ void __launch_bounds__(kThreads, 2) lr_fused(Args<T> a) {
+__global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
   __shared__ Smem sm;
   const int t = threadIdx.x;
   u32 passed = 0;
   const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
-  for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
-  for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[i] = 0;
-  for (u64 i = gtid; i < 3 * 4096; i += gthreads) a.chist[i] = 0;
-  // ---- filter: one read of the row ----
-  const u32 thr = __ldcg(&a.head->thr);
-  {
-    u64 hi = 0, nlo = 0;
-    u32 eq = 0;
-    u64 eq_seg = ~0ull;
-    auto flush_eq = [&] {  // per warp: the ties counted since the last flush, all in eq_seg
-      const u32 s = __reduce_add_sync(0xffffffffu, eq);
-      if ((t & 31) == 0 && s) atomicAdd(&a.seg_eq[eq_seg], s);
-      eq = 0;
-    };
-    constexpr int W = Vec<T>::kWidth, U = 4;
-    const u64 lane = t & 31;
-    const u64 warp = gtid >> 5, nwarps = gthreads >> 5;
-    const u64 h = a.head_elems, nv = (a.n - h) / W;
-    const uint4* xv = reinterpret_cast<const uint4*>(a.x + h);
-    for (u64 b = warp * 32 * U; b < nv; b += nwarps * 32 * U) {
-      Vec<T> e[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const u64 v = b + u * 32 + lane;
-        e[u].raw = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const u64 v = b + u * 32 + lane;
-        const bool ok = v < nv;
-        u32 key[W];
-        bool above = false;
-        u32 ties = 0;
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-          key[j] = order_key(e[u][j]) ^ a.flip;
-          above |= ok && key[j] > thr;
-          ties += ok && key[j] == thr;
-        }
-        if (__any_sync(0xffffffffu, above)) {
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            const bool p = ok && key[j] > thr;
-            const u64 c = warp_append(p, &a.head->cand_count);
-            if (p) {
-              const u64 cv = comp(key[j], h + v * W + j);
-              if (c < a.cap) a.cand[c] = cv;
-              hi = std::max(hi, cv);
-              nlo = std::max(nlo, ~cv);
-            }
-          }
-        }
-        if (__any_sync(0xffffffffu, ties != 0)) {
-          // A warp's 32 groups of one load lie in one segment (kSeg is a multiple of 32 W).
-          const u64 s = (b + u * 32) * W / u64(kSeg);
-          eq = ties;
-          eq_seg = s;
-          flush_eq();
-        }
-      }
-    }
-    const u64 rest = h + nv * W, scal = h + (a.n - rest);
-    for (u64 b = warp * 32; b < scal; b += nwarps * 32) {
-      const u64 s = b + lane, i = s < h ? s : rest + (s - h);
-      const bool ok = s < scal;
-      const u32 key = ok ? order_key(a.x[i]) ^ a.flip : 0u;
-      const bool p = ok && key > thr;
-      const u64 c = warp_append(p, &a.head->cand_count);
-      if (p) {
-        const u64 cv = comp(key, i);
-        if (c < a.cap) a.cand[c] = cv;
-        hi = std::max(hi, cv);
-        nlo = std::max(nlo, ~cv);
-      }
-      if (ok && key == thr) atomicAdd(&a.seg_eq[seg_of(a, i)], 1u);
-    }
-    publish_range(hi, nlo, &a.head->cand_hi, &a.head->cand_nlo);
-  }
-  grid_barrier(&a.head->barrier, passed);
   const u64 g = __ldcg(&a.head->cand_count), k = a.k;
+  const u32 thr = __ldcg(&a.head->thr);
   if (g >= k && g <= a.cap) {  // A
     lr_sort_top(a, sm, a.cand, g, k, ~__ldcg(&a.head->cand_nlo), __ldcg(&a.head->cand_hi), passed);
     return;
@@ -1087,20 +1108,37 @@ __global__ void __launch_bounds__(kThreads, 2) lr_fused(Args<T> a) {
 
 }  // namespace lr
 
-// Blocks of lr_fused: 2 per multiprocessor (all resident), read once per device.
+// The filter's shape: 3 blocks of 512 per multiprocessor with 4 16-byte loads in flight per
+// thread (default), or 2 blocks with 8 (dev hook for A/B timing: SIXFOLD_TOPK_FILTER=2x8).
+inline bool lr_filter_2x8() {
+  static const bool v = [] {
+    const char* e = std::getenv("SIXFOLD_TOPK_FILTER");
+    return e && std::string(e) == "2x8";
+  }();
+  return v;
+}
+
+// Grids of lr_filter (as many blocks as fit) and lr_tail (2 per multiprocessor, all resident),
+// read once per device.
 template <class T>
-int lr_grid(int device) {
-  static std::atomic<int> cached[64];
+void lr_grids(int device, int& filter, int& tail) {
+  static std::atomic<int> cached[64][2];
   const int slot = device & 63;
-  int g = cached[slot].load(std::memory_order_relaxed);
-  if (g) return g;
-  int sms = 0, occ = 0;
+  filter = cached[slot][0].load(std::memory_order_relaxed);
+  tail = cached[slot][1].load(std::memory_order_relaxed);
+  if (filter && tail) return;
+  int sms = 0, occ_f = 0, occ_t = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lr::lr_fused<T>, lr::kThreads, 0), kWhere);
-  if (occ < 1) throw_error(kWhere, "the long-row kernel does not fit a multiprocessor");
-  g = sms * std::min(occ, 2);
-  cached[slot].store(g, std::memory_order_relaxed);
-  return g;
+  if (lr_filter_2x8())
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_f, lr::lr_filter<T, 2, 8>, lr::kFilterThreads, 0), kWhere);
+  else
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_f, lr::lr_filter<T, 3, 4>, lr::kFilterThreads, 0), kWhere);
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_t, lr::lr_tail<T>, lr::kThreads, 0), kWhere);
+  if (occ_f < 1 || occ_t < 1) throw_error(kWhere, "the long-row kernels do not fit a multiprocessor");
+  filter = sms * occ_f;
+  tail = sms * std::min(occ_t, 2);
+  cached[slot][0].store(filter, std::memory_order_relaxed);
+  cached[slot][1].store(tail, std::memory_order_relaxed);
 }
 
 template <class T>
@@ -1109,7 +1147,8 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   const u64 n = u64(a.x.n), k = u64(a.k);
   int device = 0;
   check_cuda(cudaGetDevice(&device), kWhere);
-  const int grid = lr_grid<T>(device);
+  int grid_filter = 0, grid_tail = 0;
+  lr_grids<T>(device, grid_filter, grid_tail);
   const u32 count = u32(std::min<u64>(n, kSample));
   u32 want = u32(k);
   if (count < n) {
@@ -1152,18 +1191,28 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     r.indices = static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride;
     check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
     lr_sample<T><<<kSampleBlocks, kSampleThreads, 0, stream>>>(r, count, want);
-    // Cooperative: the launch fails rather than the grid barriers hang if the blocks cannot
-    // all be resident.
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(grid));
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = stream;
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, lr_fused<T>, r), kWhere);
+    // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
+    cfg.gridDim = dim3(unsigned(grid_filter));
+    cfg.blockDim = dim3(kFilterThreads);
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    auto* filter = lr_filter_2x8() ? lr_filter<T, 2, 8> : lr_filter<T, 3, 4>;
+    if (cudaLaunchKernelEx(&cfg, filter, r) != cudaSuccess) {
+      (void)cudaGetLastError();
+      filter<<<unsigned(grid_filter), kFilterThreads, 0, stream>>>(r);
+    }
+    // The tail: cooperative, so that the launch fails rather than its grid barriers hang if
+    // the blocks cannot all be resident.
+    cfg.gridDim = dim3(unsigned(grid_tail));
+    cfg.blockDim = dim3(kThreads);
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, lr_tail<T>, r), kWhere);
   }
 }
 

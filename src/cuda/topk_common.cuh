@@ -45,6 +45,24 @@ __device__ __forceinline__ u64 order_key(double v) {
   return u ^ ((u >> 63) ? ~0ull : (1ull << 63));
 }
 
+// Order key of element j of a 16-byte group (register-only unpacking).
+__device__ __forceinline__ u32 word_of(const uint4& r, int w) {
+  return w == 0 ? r.x : w == 1 ? r.y : w == 2 ? r.z : r.w;
+}
+template <class T> __device__ __forceinline__ u32 vec_key(const uint4& r, int j);
+template <> __device__ __forceinline__ u32 vec_key<float>(const uint4& r, int j) {
+  return float_key(__uint_as_float(word_of(r, j)));
+}
+template <> __device__ __forceinline__ u32 vec_key<int>(const uint4& r, int j) {
+  return word_of(r, j) ^ 0x80000000u;
+}
+template <> __device__ __forceinline__ u32 vec_key<__half>(const uint4& r, int j) {
+  return float_key(__half2float(__ushort_as_half((unsigned short)(word_of(r, j >> 1) >> (16 * (j & 1))))));
+}
+template <> __device__ __forceinline__ u32 vec_key<__nv_bfloat16>(const uint4& r, int j) {
+  return float_key(__bfloat162float(__ushort_as_bfloat16((unsigned short)(word_of(r, j >> 1) >> (16 * (j & 1))))));
+}
+
 // Digit plan, most significant first: 12-bit digits, the last one what is left
 // (u32: 12, 12, 8 bits; u64: 12 × 5, then 4).
 template <class Key> constexpr int kLevels = (int(sizeof(Key)) * 8 + 11) / 12;

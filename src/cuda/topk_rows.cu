@@ -217,70 +217,97 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
     typename Reduce::TempStorage reduce;
   } tmp;
   __shared__ u64 list[kThrCap];
-  __shared__ u32 s_count, s_ties, s_carry;
-  const u32 n = u32(a.n), t = threadIdx.x, k = u32(a.k);
+  __shared__ u32 s_ties, s_carry, s_wcount[kThrThreads / 32], s_woff[kThrThreads / 32 + 1];
+  constexpr int kWarps = kThrThreads / 32, kPerWarp = kThrCap / kWarps;
+  constexpr int W = 16 / sizeof(T), U = 4;
+  const u32 n = u32(a.n), t = threadIdx.x, k = u32(a.k), lane = t & 31, wid = t >> 5;
   const T* x = a.x + std::int64_t(blockIdx.x) * a.x_stride;
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  const u32 nv = aligned ? n / W : 0;
+  // The row's first loads go out before the sample is sorted.
+  uint4 e[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const u32 v = u * kThrThreads + t;
+    e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+  }
   u32* sample = reinterpret_cast<u32*>(list);
   for (u32 j = t; j < u32(kThrSample); j += kThrThreads)
     sample[j] = order_key(x[u32((u64(j) * n) / kThrSample)]) ^ a.flip;
-  if (t == 0) s_count = 0;
   __syncthreads();
   block_bitonic<kThrThreads>(sample, u32(kThrSample));
   const u32 thr = sample[a.want - 1];
   __syncthreads();
-  u32 ties = 0;
+  // Each warp appends to its own part of the list (no shared counter), compacted afterwards.
+  u64* wl = list + wid * kPerWarp;
+  u32 wc = 0, ties = 0;
   auto visit = [&](u32 key, u32 i, bool ok) {  // every lane of a warp calls it alike
     const bool p = ok && key > thr;
     ties += ok && key == thr;
     const unsigned m = __ballot_sync(0xffffffffu, p);
     if (m) {
-      const int leader = __ffs(m) - 1, lane = int(t & 31);
-      u32 slot = 0;
-      if (lane == leader) slot = atomicAdd(&s_count, u32(__popc(m)));
-      slot = __shfl_sync(0xffffffffu, slot, leader) + u32(__popc(m & lanemask_lt()));
-      if (p && slot < u32(kThrCap)) list[slot] = (u64(key) << 32) | u64(0xffffffffu - i);
+      const u32 pos = wc + u32(__popc(m & lanemask_lt()));
+      if (p && pos < u32(kPerWarp)) wl[pos] = (u64(key) << 32) | u64(0xffffffffu - i);
+      wc += u32(__popc(m));
     }
   };
-  constexpr int W = 16 / sizeof(T), U = 4;
-  u32 done_n = 0;
-  if ((reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
-    const uint4* xv = reinterpret_cast<const uint4*>(x);
-    const u32 nv = n / W;
-    for (u32 vb = 0; vb < nv; vb += kThrThreads * U) {
-      uint4 e[U];
+  for (u32 vb = 0; vb < nv; vb += kThrThreads * U) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const u32 v = vb + u * kThrThreads + t;
-        e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; ++u) {
+      const u32 v = vb + u * kThrThreads + t;
+      u32 key[W];
+      bool any = false;
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        key[j] = vec_key<T>(e[u], j) ^ a.flip;
+        any |= v < nv && key[j] >= thr;
       }
+      if (__any_sync(0xffffffffu, any)) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const u32 v = vb + u * kThrThreads + t;
-        const T* ev = reinterpret_cast<const T*>(&e[u]);
-        u32 key[W];
-        bool any = false;
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-          key[j] = order_key(ev[j]) ^ a.flip;
-          any |= v < nv && key[j] >= thr;
-        }
-        if (__any_sync(0xffffffffu, any)) {
-#pragma unroll
-          for (int j = 0; j < W; ++j) visit(key[j], v * W + j, v < nv);
-        }
+        for (int j = 0; j < W; ++j) visit(key[j], v * W + j, v < nv);
       }
     }
-    done_n = nv * W;
+    const u32 next = vb + kThrThreads * U;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const u32 v = next + u * kThrThreads + t;
+      e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+    }
   }
-  for (u32 b = done_n; b < n; b += kThrThreads) {
+  for (u32 b = nv * W; b < n; b += kThrThreads) {
     const u32 i = b + t;
     visit(i < n ? order_key(x[i]) ^ a.flip : 0u, i, i < n);
+  }
+  if (lane == 0) s_wcount[wid] = wc;
+  __syncthreads();
+  if (t == 0) {
+    u32 o = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      s_woff[w] = o;
+      o += s_wcount[w] <= u32(kPerWarp) ? s_wcount[w] : u32(kThrCap) + 1;  // overflow: fails below
+    }
+    s_woff[kWarps] = o;
+  }
+  // Compact the warps' parts: read everything first, then write.
+  {
+    constexpr int R = kPerWarp / 32;
+    u64 r[R];
+    const u32 c = min(wc, u32(kPerWarp));
+#pragma unroll
+    for (int j = 0; j < R; ++j) r[j] = lane + 32 * j < c ? wl[lane + 32 * j] : 0;
+    __syncthreads();
+    const u32 o = s_woff[wid];
+    if (s_woff[kWarps] <= u32(kThrCap))
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+        if (lane + 32 * j < c) list[o + lane + 32 * j] = r[j];
   }
   ties = Reduce(tmp.reduce).Sum(ties);
   if (t == 0) s_ties = ties;
   __syncthreads();
-  const u32 g = s_count, e = s_ties;
-  const bool ok = g <= u32(kThrCap) && g + e >= k;
+  const u32 g = s_woff[kWarps], eq = s_ties;
+  const bool ok = g <= u32(kThrCap) && g + eq >= k;
   if (t == 0) redo[blockIdx.x] = !ok;
   if (!ok) return;
   block_bitonic<kThrThreads>(list, g);
