@@ -118,7 +118,7 @@ std::vector<Row> run_case(Case& c, const Ceilings& ceil, const Options& opt) {
     const int min_reps = std::min(opt.min_reps, max_reps);
     for (int r = 0; r < max_reps && (r < min_reps || spent < opt.seconds_per_impl * 1e3); ++r) {
       const double t = time_one((r + 1) % c.slots);
-      ms.push_back(t);
+      ms.push_back(t / impl.calls_per_run);
       spent += t;
     }
     Row row;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sixfold/runtime/ceilings.hpp"
+#include "sixfold/runtime/tensor.hpp"
 
 namespace sixfold::bench {
 
@@ -43,6 +44,7 @@ struct Impl {
   std::function<void(int slot)> run;  // one call on input set `slot`; asynchronous on GPU
   std::function<double()> error;      // max relative error of the last output of slot 0
   int max_reps = 0;                   // cap on timed repeats (0: harness default), for slow naive rows
+  int calls_per_run = 1;              // run() makes this many calls (a graph replay): times are per call
 };
 
 struct Case {
@@ -108,6 +110,23 @@ int rotating_slots(Backend b, double bytes_per_set, int max_slots = 8);
 
 // GPU-side pieces (bench_cuda.cu); absent without CUDA.
 double gpu_time_ms(const std::function<void()>& launch);  // events around one launch
+
+// `calls` calls captured once into a CUDA graph on a private stream (enqueue(stream, i) makes
+// call i); replay() launches the whole graph on the default stream. For ops whose run time is
+// near the host's launch cost: timed per call over a replay, the GPU no longer idles while the
+// host prepares each call (BENCH.md, method 3).
+class GraphReplay {
+ public:
+  GraphReplay(const std::function<void(Stream, int)>& enqueue, int calls);
+  ~GraphReplay();
+  GraphReplay(const GraphReplay&) = delete;
+  GraphReplay& operator=(const GraphReplay&) = delete;
+  void replay() const;
+
+ private:
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+};
 void register_cuda_cases();
 void register_cpu_cases();
 void register_norm_cases();  // cases_norm.cpp: CPU and, where usable, CUDA

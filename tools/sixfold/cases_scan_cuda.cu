@@ -28,6 +28,37 @@ double gpu_time_ms(const std::function<void()>& launch) {
   return ms;
 }
 
+GraphReplay::GraphReplay(const std::function<void(Stream, int)>& enqueue, int calls) {
+  using parallel::cuda::check_cuda;
+  cudaStream_t st;
+  check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "bench graph");
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "bench graph");
+  try {
+    for (int i = 0; i < calls; ++i) enqueue(Stream{st}, i);
+  } catch (...) {
+    cudaStreamEndCapture(st, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+    throw;
+  }
+  check_cuda(cudaStreamEndCapture(st, &graph), "bench graph");
+  cudaGraphExec_t exec = nullptr;
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "bench graph");
+  check_cuda(cudaStreamDestroy(st), "bench graph");
+  graph_ = graph;
+  exec_ = exec;
+}
+
+GraphReplay::~GraphReplay() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+void GraphReplay::replay() const {
+  parallel::cuda::check_cuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), 0), "bench graph");
+}
+
 namespace {
 
 using namespace scan_workloads;
