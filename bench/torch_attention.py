@@ -48,6 +48,21 @@ def gpu_ms(fn, reps=20, warmup=3):
     return statistics.median(ts)
 
 
+def graph_ms(fn, calls=10, reps=20):
+    """Per-call time of `calls` calls of fn captured in one CUDA graph and replayed: no host
+    launch gap per call (decoding loops run this way in serving stacks)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return gpu_ms(g.replay, reps=reps) / calls
+
+
 def sdpa_backend(name):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     return sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -61,6 +76,8 @@ def run_gpu(args):
     prefill += [(64, 32, s) for s in (2048, 8192)] + [(256, 8, s) for s in (2048, 8192)]
     if args.quick:
         prefill = [(128, 16, 2048), (128, 16, 8192)]
+    if args.decode_only:
+        prefill = []
     for d, h, seq in prefill:
         for causal in (False, True):
             b = 16384 // seq
@@ -97,24 +114,27 @@ def run_gpu(args):
         nbytes = 2 * b * hkv * kv * d * 2
         res = {}
         for peer in ("flash", "cudnn"):
+            for mode, timer in (("", gpu_ms), ("_graph", graph_ms)):
+                try:
+                    with sdpa_backend(peer):
+                        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                        res[peer + mode] = timer(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                except RuntimeError as e:
+                    res[peer + mode] = None
+                    print(f"  torch {peer}{mode} unavailable for decode kv={kv}: {str(e).splitlines()[0]}")
+        for mode, timer in (("", gpu_ms), ("_graph", graph_ms)):
             try:
-                with sdpa_backend(peer):
-                    F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-                    res[peer] = gpu_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
-            except RuntimeError as e:
-                res[peer] = None
-                print(f"  torch {peer} unavailable for decode kv={kv}: {str(e).splitlines()[0]}")
-        try:
-            res["sixfold"] = gpu_ms(lambda: sixfold.attention(q, k, v, out=out))
-        except sixfold.Error as e:
-            res["sixfold"] = None
-            print(f"  sixfold failed for decode kv={kv}: {e}")
+                res["sixfold" + mode] = timer(lambda: sixfold.attention(q, k, v, out=out))
+            except (sixfold.Error, RuntimeError) as e:
+                res["sixfold" + mode] = None
+                print(f"  sixfold{mode} failed for decode kv={kv}: {e}")
         row = {"kind": "decode", "d": d, "heads": f"{hq}/{hkv}", "batch": b, "kv_len": kv}
         for name, ms in res.items():
             row[f"{name}_ms"] = ms
             row[f"{name}_gbps"] = nbytes / ms / 1e6 if ms else None
-        for peer in ("flash", "cudnn"):
-            row[f"ratio_vs_{peer}"] = res[peer] / res["sixfold"] if res[peer] and res["sixfold"] else None
+        for peer in ("flash", "cudnn", "flash_graph", "cudnn_graph"):
+            mine = res["sixfold_graph" if peer.endswith("_graph") else "sixfold"]
+            row[f"ratio_vs_{peer}"] = res[peer] / mine if res[peer] and mine else None
         rows.append(row)
         print(fmt_row(row))
     return rows
@@ -169,6 +189,7 @@ def main():
     ap.add_argument("--json", help="write the rows to this file")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="GPU: two prefill shapes and two decode rows")
+    ap.add_argument("--decode-only", action="store_true", help="GPU: only the decode rows")
     ap.add_argument("--threads", type=int, default=0, help="CPU: threads for both (default: all cores)")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, device {args.device}"
