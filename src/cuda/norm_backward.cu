@@ -19,7 +19,7 @@
 //                                and two blocks share an SM (v5; v4 keeps them in registers).
 //                                Per row: 16 elements, ~10 instructions each; the reductions are
 //                                butterflies of plain adds (block_sum).
-//   longer rows     bwd_stats_chunks (per 2048-element chunk: its state) → bwd_stats_finish
+//   longer rows     bwd_stats_chunks (per 8192-element chunk: its state) → bwd_stats_finish
 //                   (per row: chunk states merged in chunk order, then the coefficients) →
 //                   bwd_rows_coef (dx, column chunks × row groups): x and dy are read twice.
 // dw/db: each row group writes its (n) partial sums; bwd_grad_reduce adds the groups in index
@@ -579,7 +579,7 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
         part.v[0] = fmaf(xv[s][k], xv[s][k], part.v[0]);
         part.v[1] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[1]);
       }
-    const Sums<2> tot = block_reduce(part, SumsMonoid<2>{}, s2);
+    const Sums<2> tot = block_sum(part, s2);
     if (t == 0) out[0] = tot.v[0], out[1] = tot.v[1];
   } else if constexpr (K == NormKind::layer) {
     Sums<1> sx{{0.f}};
@@ -587,7 +587,7 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int k = 0; k < W; ++k) sx.v[0] += xv[s][k];
-    const float mean = block_reduce(sx, SumsMonoid<1>{}, s1[0]).v[0] / float(len);
+    const float mean = block_sum(sx, s1[0]).v[0] * (1.0f / float(len));
     Sums<3> part{{0.f, 0.f, 0.f}};
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -600,7 +600,7 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
         part.v[2] = fmaf(g, xc, part.v[2]);
       }
     }
-    const Sums<3> tot = block_reduce(part, SumsMonoid<3>{}, s3);
+    const Sums<3> tot = block_sum(part, s3);
     if (t == 0) out[0] = float(len), out[1] = mean, out[2] = tot.v[0], out[3] = tot.v[1], out[4] = tot.v[2];
   } else {
     Sums<1> part{{0.f}};
@@ -608,7 +608,7 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int k = 0; k < W; ++k) part.v[0] += K == NormKind::softmax ? dv[s][k] * xv[s][k] : dv[s][k];
-    const Sums<1> tot = block_reduce(part, SumsMonoid<1>{}, s1[1]);
+    const Sums<1> tot = block_sum(part, s1[1]);
     if (t == 0) out[0] = tot.v[0];
   }
 }
@@ -941,11 +941,15 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   }
   const std::int64_t chunks = ceil_div(n, kChunk);
   if (rows * chunks > kMaxGrid) throw_error(kWhere, "too many rows × chunks for one launch");
+  // The statistics pass takes kStatPacks times longer chunks than the dx pass (4 · 2048
+  // elements at 16-byte packs): its block reduction, not its loads, was most of its instructions.
+  constexpr int kStatPacks = 4, SS = S * kStatPacks;
+  const std::int64_t stat_chunks = ceil_div(n, std::int64_t(kChunkThreads) * SS * W);
   std::int64_t groups = std::min<std::int64_t>(rows, std::max<std::int64_t>(1, ceil_div(4 * sms, chunks)));
   const std::int64_t per_group = ceil_div(rows, groups);
   groups = ceil_div(rows, per_group);
   const std::size_t coef_bytes = std::size_t(rows) * sizeof(Coef);
-  const std::size_t state_bytes = std::size_t(rows * chunks * 5) * sizeof(float);
+  const std::size_t state_bytes = std::size_t(rows * stat_chunks * 5) * sizeof(float);
   const std::size_t part_bytes = grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0;
   Workspace ws(coef_bytes + state_bytes + part_bytes, stream, device);
   auto* coefs = reinterpret_cast<Coef*>(ws.get());
@@ -953,9 +957,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   float* part = reinterpret_cast<float*>(ws.get() + coef_bytes + state_bytes);
   float* part_w = a.dweight && grads ? part : nullptr;
   float* part_b = a.dbias && grads ? part + (a.dweight ? groups * n : 0) : nullptr;
-  bwd_stats_chunks<T, K, S, W><<<unsigned(rows * chunks), kChunkThreads, 0, stream>>>(a, states, int(chunks));
+  bwd_stats_chunks<T, K, SS, W><<<unsigned(rows * stat_chunks), kChunkThreads, 0, stream>>>(
+      a, states, int(stat_chunks));
   check_cuda(cudaGetLastError(), kWhere);
-  bwd_stats_finish<K><<<unsigned(ceil_div(rows, 8)), 256, 0, stream>>>(states, coefs, rows, int(chunks), n, a.eps);
+  bwd_stats_finish<K><<<unsigned(ceil_div(rows, 8)), 256, 0, stream>>>(states, coefs, rows,
+                                                                      int(stat_chunks), n, a.eps);
   check_cuda(cudaGetLastError(), kWhere);
   bwd_rows_coef<T, K, S, W><<<unsigned(groups * chunks), kChunkThreads, 0, stream>>>(
       a, coefs, part_w, part_b, int(chunks), per_group);
