@@ -7,10 +7,10 @@
 //   gelu (erf):  u/2 · (1 + erf(u/√2)), erf(z) = z·P(z²)/Q(z²) on |z| <= 4 (±1 beyond; P, Q of
 //                degree 5, a weighted least-squares fit to the minimax error: |error| <= 4e-7
 //                evaluated in f32, against the 1-ulp libm erf that cost 9 ns per element here)
-//   gelu (tanh): u/2 · (1 + tanh(t)) = u / (1 + exp(−2t)),  t = √(2/π)·(u + 0.044715u³)
-//   silu_gate:   a / (1 + exp(−a)) · b
-// (exp: vexp in rows_cpu.hpp.) NaN propagates; gelu(+inf) = +inf, gelu(−inf) = NaN (0·inf in
-// both forms), silu(−inf) = NaN.
+//   gelu (tanh): u/2 · (1 + tanh(t)) = u·sigmoid(2t),  t = √(2/π)·(u + 0.044715u³)
+//   silu_gate:   a·sigmoid(a)·b
+// (exp: vexp; 1/q: vrcp, rows_cpu.hpp.) NaN propagates; gelu(+inf) = +inf, gelu(−inf) = NaN
+// (0·inf in both forms), silu(−inf) = NaN.
 #include <omp.h>
 
 #include <algorithm>
@@ -38,16 +38,25 @@ inline vf16 gelu_erf(vf16 u) {
   q = q * s + 1.1647356301546097e-01f;
   q = q * s + 5.07246732711792e-01f;
   q = q * s + 1.0f;
-  const vf16 h = u * 0.5f;
-  return h + h * (z * p / q);
+  // 1 + erf, kept >= 0 (the fit's error near z = −4 would otherwise give gelu(−1e4) ≈ +6e-4).
+  const vf16 one_plus = vmax16(z * p * vrcp(q) + 1.0f, vf16{});
+  return u * 0.5f * one_plus;
+}
+
+// v·sigmoid(a) = v / (1 + exp(−a)); sigmoid is exactly 0 for a < −80 (so −inf gives −inf·0 =
+// NaN, as the formula does), and exp(−a) stays below e^80 so that its reciprocal is normal.
+inline vf16 times_sigmoid(vf16 v, vf16 a) {
+  const vf16 na = -a;
+  const vf16 s = vrcp(1.0f + vexp(na < 80.0f ? na : vsplat(80.0f)));
+  return v * (a < -80.0f ? vf16{} : s);
 }
 
 inline vf16 gelu_tanh(vf16 u) {
   const vf16 t = ActivationMath::kSqrt2OverPi * (u + 0.044715f * u * u * u);
-  return u / (1.0f + vexp(-2.0f * t));
+  return times_sigmoid(u, 2.0f * t);
 }
 
-inline vf16 silu(vf16 a) { return a / (1.0f + vexp(-a)); }
+inline vf16 silu(vf16 a) { return times_sigmoid(a, a); }
 
 // y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
 template <DType T, ActivationKind K>

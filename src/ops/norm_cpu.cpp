@@ -53,28 +53,20 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
   return total;
 }
 
-// max of the row (from memory); NaN if any element is NaN.
+// max of the row (from memory), NaN elements skipped: a NaN still makes the row NaN through
+// exp(NaN − max) in the sum that follows (vexp_nonpositive keeps NaN).
 template <DType S>
 float row_max(const void* x, std::int64_t n, RowStream* next) {
   const vf16 ninf = vsplat(-INFINITY);
   vf16 m0 = ninf, m1 = ninf;
-  vi16 bad{};
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     prefetch_ahead(at<S>(x, i));
     if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
-    const vf16 v0 = vload<S>(at<S>(x, i)), v1 = vload<S>(at<S>(x, i + 16));
-    m0 = vmax16(v0, m0), m1 = vmax16(v1, m1);
-    bad |= (v0 != v0) | (v1 != v1);
+    m0 = vmax16(vload<S>(at<S>(x, i)), m0), m1 = vmax16(vload<S>(at<S>(x, i + 16)), m1);
     next->step(32);
   }
-  for (; i < n; i += 16) {
-    const vf16 v = n - i >= 16 ? vload<S>(at<S>(x, i)) : vload_part<S>(at<S>(x, i), int(n - i), -INFINITY);
-    m0 = vmax16(v, m0);
-    bad |= v != v;
-  }
-  for (int l = 0; l < 16; ++l)
-    if (bad[l]) return NAN;
+  for (; i < n; i += 16) m0 = vmax16(ld<S>(x, i, int(std::min<std::int64_t>(16, n - i)), -INFINITY), m0);
   return hmax16(vmax16(m0, m1));
 }
 
@@ -123,7 +115,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
                  RowStream* next) {
   const float m = row_max<T>(x, n, next);
   if (kind == NormKind::softmax) {
-    // e = exp(x − m) into buf, Σe; then y = e / Σe. A NaN max makes the row NaN (as exp would).
+    // e = exp(x − m) into buf, Σe; then y = e / Σe (a NaN in the row makes Σe, so y, NaN).
     double s = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
       const std::int64_t end = b0 + std::min(kBlock, n - b0);
@@ -146,7 +138,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
       }
       s += double(hsum16(a0 + a1));
     }
-    const float inv = m != m ? NAN : float(1.0 / s);
+    const float inv = float(1.0 / s);
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<DType::f32>(buf, i, m) * inv; }, next);
   } else {
     const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); }, next);
