@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 
 from . import _C
+from . import _torch_stream
 
 
 def _stream(x: torch.Tensor) -> int:
-    return torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
+    return _torch_stream(x) if x.is_cuda else 0
 
 
 @torch.library.custom_op("sixfold::inclusive_scan", mutates_args=())
