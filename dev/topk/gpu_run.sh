@@ -43,10 +43,12 @@ echo "elapsed $(( $(date +%s) - start )) s"
 timeout 60 "$bin/tools/sixfold/sixfold" verify topk --backend cuda >"$out/verify.txt" 2>&1; echo "verify rc $?"; tail -1 "$out/verify.txt"
 timeout 150 "$bin/tools/sixfold/sixfold" bench topk --backend cuda >"$out/bench.txt" 2>&1
 echo "bench rc $?"; grep -E "topk|copy" "$out/bench.txt" | cut -c1-150
-if [ -n "${TOPK_AB:-}" ]; then  # the same bench under a dev-hook setting, e.g. SIXFOLD_TOPK_FILTER=2x8
-  env $TOPK_AB timeout 150 "$bin/tools/sixfold/sixfold" bench topk --backend cuda >"$out/bench_ab.txt" 2>&1
-  echo "bench ($TOPK_AB) rc $?"; grep -E "topk" "$out/bench_ab.txt" | cut -c1-150
-fi
+# The same bench under dev-hook settings (';'-separated, e.g. "SIXFOLD_TOPK_STOP=1;SIXFOLD_TOPK_STOP=2").
+IFS=';' read -ra settings <<<"${TOPK_AB:-}"
+for setting in "${settings[@]}"; do
+  env $setting timeout 150 "$bin/tools/sixfold/sixfold" bench topk --backend cuda >>"$out/bench_ab.txt" 2>&1
+  echo "bench ($setting) rc $?"; grep -E "^topk" "$out/bench_ab.txt" | tail -12 | cut -c1-100
+done
 echo "elapsed $(( $(date +%s) - start )) s"
 if [ "$py" = py ]; then
   wait "$pip_pid"; tail -1 "$out/pip.log"

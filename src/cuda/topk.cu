@@ -659,12 +659,28 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   __syncthreads();
   // Within it, the next 12 bits: counts and least keys, then the bucket of the want-th again.
   const u32 cb = s_bucket, want2 = want - s_above;
-  for (u32 s = t; s < count; s += kSampleThreads) {
-    const u32 key = __ldcg(&a.skeys[s]);
+  auto sub = [&](u32 key) {
     if ((key >> 20) == cb) {
       atomicAdd(&h[(key >> 8) & 4095u], 1u);
       atomicMin(&mn[(key >> 8) & 4095u], key);
     }
+  };
+  {  // 16-byte loads, all of a round issued before any is used
+    constexpr int R = 4;
+    const uint4* sk = reinterpret_cast<const uint4*>(a.skeys);
+    const u32 nq = count / 4;
+    for (u32 base = 0; base < nq; base += kSampleThreads * R) {
+      uint4 q[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        const u32 i = base + j * kSampleThreads + t;
+        q[j] = i < nq ? __ldcg(sk + i) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+        if (base + j * kSampleThreads + t < nq) { sub(q[j].x); sub(q[j].y); sub(q[j].z); sub(q[j].w); }
+    }
+    for (u32 s = nq * 4 + t; s < count; s += kSampleThreads) sub(__ldcg(&a.skeys[s]));
   }
   __syncthreads();
   sum = 0;
@@ -819,19 +835,37 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     }
     __syncthreads();
   }
-  // Bins of up to 32: one warp each, rank by counting.
+  // Bins of up to 4: one lane each (its entries in registers); of 5 to 32: one warp each.
   const u32 lane = t & 31;
-  const u64 gwarp = gtid >> 5, nwarps = gthreads >> 5;
-  for (u64 d = gwarp; d < u64(kBins); d += nwarps) {
-    if (sm.above[d / kChunkBins] >= kk) continue;
-    const u64 e = __ldcg(&a.binoff[d]);
+  for (u64 d0 = gtid & ~u64(31); d0 < u64(kBins); d0 += gthreads) {
+    const u64 d = d0 + lane;
+    u64 e = 0;
+    if (d < u64(kBins) && sm.above[d / kChunkBins] < kk) e = __ldcg(&a.binoff[d]);
     const u64 off = e >> 32;
-    const u32 cnt = u32(e);
-    if (cnt == 0 || cnt > 32 || off >= kk) continue;
-    const u64 c = lane < cnt ? __ldcg(&a.tmp[off + lane]) : 0;
-    u32 rank = 0;
-    for (u32 j = 0; j < cnt; ++j) rank += __shfl_sync(0xffffffffu, c, int(j)) > c;
-    if (lane < cnt && off + rank < kk) write_out(a, off + rank, c);
+    const u32 cnt = off < kk ? u32(e) : 0;
+    if (cnt >= 1 && cnt <= 4) {
+      u64 v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[j] = u32(j) < cnt ? __ldcg(&a.tmp[off + j]) : 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        u32 rank = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) rank += v[i] > v[j];
+        if (u32(j) < cnt && off + rank < kk) write_out(a, off + rank, v[j]);
+      }
+    }
+    unsigned mid = __ballot_sync(0xffffffffu, cnt > 4 && cnt <= 32);
+    while (mid) {
+      const int src = __ffs(mid) - 1;
+      mid &= mid - 1;
+      const u64 o = __shfl_sync(0xffffffffu, off, src);
+      const u32 c = __shfl_sync(0xffffffffu, cnt, src);
+      const u64 v = lane < c ? __ldcg(&a.tmp[o + lane]) : 0;
+      u32 rank = 0;
+      for (u32 j = 0; j < c; ++j) rank += __shfl_sync(0xffffffffu, v, int(j)) > v;
+      if (lane < c && o + rank < kk) write_out(a, o + rank, v);
+    }
   }
 }
 
@@ -1191,6 +1225,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     r.indices = static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride;
     check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
     lr_sample<T><<<kSampleBlocks, kSampleThreads, 0, stream>>>(r, count, want);
+    if (topk_dev_stop() == 1) continue;
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg{};
     cfg.stream = stream;
@@ -1206,6 +1241,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
       (void)cudaGetLastError();
       filter<<<unsigned(grid_filter), kFilterThreads, 0, stream>>>(r);
     }
+    if (topk_dev_stop() == 2) continue;
     // The tail: cooperative, so that the launch fails rather than its grid barriers hang if
     // the blocks cannot all be resident.
     cfg.gridDim = dim3(unsigned(grid_tail));

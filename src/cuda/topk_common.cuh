@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 
 #include "../ops/topk_entries.hpp"
@@ -206,6 +207,17 @@ struct PairSort {
     temp_bytes = std::max(a, b);
   }
 };
+
+// Dev hook for timing phases (results are then wrong): SIXFOLD_TOPK_STOP=1 runs only the
+// sample, 2 the sample and the filter (long rows); 3 stops batched rows after the sample sort,
+// 4 after the filter, 5 skips their redo pass.
+inline int topk_dev_stop() {
+  static const int v = [] {
+    const char* e = std::getenv("SIXFOLD_TOPK_STOP");
+    return e ? std::atoi(e) : 0;
+  }();
+  return v;
+}
 
 // One block per row (src/cuda/topk_rows.cu), for rows of fewer than 2^31 elements.
 void topk_rows_cuda(const TopKArgs& a, cudaStream_t stream);

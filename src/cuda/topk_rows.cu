@@ -36,6 +36,7 @@ struct RowsBlockArgs {
   std::int64_t* tmp_idx;
   const int* redo;           // when set, only rows with redo[row] != 0 are done
   u32 want;                  // topk_rows_thr: the rank in the sample that gives the threshold
+  int stop;                  // dev hook (topk_dev_stop)
 };
 
 template <class T, class Key>
@@ -239,6 +240,10 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
   block_bitonic<kThrThreads>(sample, u32(kThrSample));
   const u32 thr = sample[a.want - 1];
   __syncthreads();
+  if (a.stop == 3) {
+    if (t == 0) redo[blockIdx.x] = 0;
+    return;
+  }
   // Each warp appends to its own part of the list (no shared counter), compacted afterwards.
   u64* wl = list + wid * kPerWarp;
   u32 wc = 0, ties = 0;
@@ -308,6 +313,10 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
   __syncthreads();
   const u32 g = s_woff[kWarps], eq = s_ties;
   const bool ok = g <= u32(kThrCap) && g + eq >= k;
+  if (a.stop == 4) {
+    if (t == 0) redo[blockIdx.x] = 0;
+    return;
+  }
   if (t == 0) redo[blockIdx.x] = !ok;
   if (!ok) return;
   block_bitonic<kThrThreads>(list, g);
@@ -376,9 +385,10 @@ void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
       r.want = u32(std::clamp(std::ceil(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(kThrSample)));
       parallel::cuda::detail::Scratch flags(std::size_t(rows) * sizeof(int), stream, kWhere);
       int* redo = static_cast<int*>(flags.get());
+      r.stop = topk_dev_stop();
       topk_rows_thr<T><<<unsigned(rows), kThrThreads, 0, stream>>>(r, redo);
       r.redo = redo;
-      topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
+      if (r.stop != 5) topk_rows_block<T, Key><<<unsigned(rows), kRowThreads, 0, stream>>>(r);
       check_cuda(cudaGetLastError(), kWhere);
       return;
     }
