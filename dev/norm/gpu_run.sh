@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# dev/norm/gpu_run.sh LOGDIR [ncu] [torch] — one GPU session for the norm backward work: build,
-# CUDA tests (the default kernel, then every SIXFOLD_NORM_BWD_KERNEL variant in
-# CudaKernelVariantsMatchReference), memcheck on the small cases, optionally Nsight Compute on
-# the bwd_rows_regs launches at 16384x8192 (rms / layer v0 = regs0, softmax), the CLI bench of
-# the default on all five shapes, optionally the v4 / v0 variants on three shapes (vars), and
-# optionally bench/torch_norm.py --only backward (sixfold's Python module built against
-# build-gpu). The float64 naive rows are skipped (SIXFOLD_NORM_SKIP_NAIVE=1: host time only). Every step has its own time limit
-# so that the logs of the earlier steps survive; everything ends up in LOGDIR/norm_bwd_logs.tgz.
+# dev/norm/gpu_run.sh LOGDIR [ncu] [vars] [torch] — one GPU session for the norm backward work:
+# build, CUDA tests (the default kernel, then every SIXFOLD_NORM_BWD_KERNEL variant in
+# CudaKernelVariantsMatchReference), memcheck on the small cases, optionally (ncu) Nsight Compute
+# on the bwd_rows_regs launches at 16384x8192 (rms / layer with the default v5, softmax), the CLI
+# bench of the default on all five shapes, optionally (vars) the reduction without PDL and v4 on
+# three shapes, optionally (torch) bench/torch_norm.py --only backward (sixfold's Python module
+# built against build-gpu). The float64 naive rows are skipped (SIXFOLD_NORM_SKIP_NAIVE=1: they
+# time the host only). Every step has its own time limit so that the logs of the earlier steps
+# survive; everything ends up in LOGDIR/norm_bwd_logs.tgz and LOGDIR/summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?log folder}
@@ -49,7 +50,7 @@ grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck.log" | tail -3 | tee -a "$
 if (( want_ncu )); then
   el "ncu (16384x8192 bf16, every bwd_rows_regs launch; cold caches)"
   mets=dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed.sum,smsp__inst_executed.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__throughput.avg.pct_of_peak_sustained_elapsed
-  for v in regs0; do
+  for v in smem; do
     SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192 \
       timeout 100 ncu --clock-control none -k regex:bwd_rows_regs \
       --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \

@@ -490,7 +490,7 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
       c.a = row_sum<1, Lean>(part, s1[par]).v[0];
     }
     // dx, pack by pack, and dw/db accumulated (SmemGrads: read, updated and written back).
-    const float neg_mean_r = -c.b * c.a, neg_r_mean_g = -c.a * c.c;  // layer
+    const float neg_r_mean_g = -c.a * c.c;  // layer
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       if (!ok[s]) continue;
@@ -511,8 +511,9 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
           if constexpr (K == NormKind::rms) {
             o[k] = c.a * (d[k] * w[k]) - x[k] * c.b;
             gw[k] = fmaf(d[k], x[k] * c.a, gw[k]);
-          } else {  // x̂ = (x − μ)·r; dx = r·g − r·Σg/n − x̂·c.d (6 instructions, not 8)
-            const float xh = fmaf(x[k], c.a, neg_mean_r);
+          } else {  // x̂ = (x − μ)·r; dx = r·g − r·Σg/n − x̂·c.d (7 instructions, not 8). x̂ as
+                    // fmaf(x, r, −μ·r) would carry the rounding of μ·r: not 0 where x = μ.
+            const float xh = (x[k] - c.b) * c.a;
             o[k] = fmaf(-xh, c.d, fmaf(c.a, d[k] * w[k], neg_r_mean_g));
             gw[k] = fmaf(d[k], xh, gw[k]);
             gb[k] += d[k];
