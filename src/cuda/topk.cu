@@ -570,17 +570,18 @@ __global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a,
 //   warp (rank counting), larger by one block (bitonic, in shared memory up to 4096).
 namespace lr {
 
-constexpr int kSample = 65536, kSampleThreads = 1024, kSampleBlocks = kSample / kSampleThreads;
+constexpr int kSample = 65536, kSampleThreads = 1024;
 constexpr int kThreads = 512;
 constexpr std::int64_t kSeg = 16384;
 constexpr int kBins = 65536, kChunkBins = 256, kChunks = kBins / kChunkBins;
 constexpr int kSmemSort = 4096, kListMax = 64;
 
 struct Head {  // zeroed before each row
-  u32 sample_done, barrier, thr, big_count;
+  u32 sample_done, sample_barrier, barrier, thr, big_count;
   u64 cand_count, cand_hi, cand_nlo;  // appended candidates: count, max composite, ~min composite
   u64 sel_count, sel_hi, sel_nlo;     // path C's selection
-  u32 coarse[4096];                   // the sample's histogram of the top 12 bits
+  u32 coarse[256];                    // the sample's histogram of the top 8 bits,
+  u32 sub[256], submax[256];          // of the next 8 bits in the chosen bucket, ~least key per bin
 };
 
 template <class T>
@@ -589,7 +590,6 @@ struct Args {
   u64 n, k, cap, head_elems, segs;  // head_elems: elements before x's first 16-byte boundary
   u32 flip;
   Head* head;
-  u32* skeys;      // (kSample)
   u32* seg_eq;     // (segs) ties per segment
   u64* cand;       // (cap)
   u64* tmp;        // (cap)
@@ -616,83 +616,6 @@ __device__ __forceinline__ void seg_range(const Args<T>& a, u64 s, u64& lo, u64&
   hi = std::min(a.n, a.head_elems + (s + 1) * u64(kSeg));
 }
 
-template <class T>
-__global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want) {
-  using Scan = cub::BlockScan<u32, kSampleThreads>;
-  __shared__ typename Scan::TempStorage scan;
-  __shared__ u32 h[4096], mn[4096];
-  __shared__ u32 s_bucket, s_above;
-  __shared__ bool last;
-  const int t = threadIdx.x;
-  // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
-    a.seg_eq[i] = 0;
-  for (int i = t; i < 4096; i += kSampleThreads) h[i] = 0;
-  __syncthreads();
-  for (u32 s = blockIdx.x * kSampleThreads + t; s < count; s += gridDim.x * kSampleThreads) {
-    const u32 key = order_key(a.x[u64(s) * a.n / count]) ^ a.flip;
-    a.skeys[s] = key;
-    atomicAdd(&h[key >> 20], 1u);
-  }
-  __syncthreads();
-  for (int i = t; i < 4096; i += kSampleThreads)
-    if (h[i]) atomicAdd(&a.head->coarse[i], h[i]);
-  __threadfence();
-  __syncthreads();
-  if (t == 0) last = atomicAdd(&a.head->sample_done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // The 12-bit bucket holding the want-th sampled key from the top (thread t: 4 bins from the top).
-  u32 c[4], sum = 0;
-  for (int j = 0; j < 4; ++j) { c[j] = __ldcg(&a.head->coarse[4095 - 4 * t - j]); sum += c[j]; }
-  u32 above = 0;
-  Scan(scan).ExclusiveSum(sum, above);
-  if (above < want && want <= above + sum) {
-    int j = 0;
-    while (above + c[j] < want) above += c[j++];
-    s_bucket = u32(4095 - 4 * t - j);
-    s_above = above;
-  }
-  for (int i = t; i < 4096; i += kSampleThreads) { h[i] = 0; mn[i] = 0xffffffffu; }
-  __syncthreads();
-  // Within it, the next 12 bits: counts and least keys, then the bucket of the want-th again.
-  const u32 cb = s_bucket, want2 = want - s_above;
-  auto sub = [&](u32 key) {
-    if ((key >> 20) == cb) {
-      atomicAdd(&h[(key >> 8) & 4095u], 1u);
-      atomicMin(&mn[(key >> 8) & 4095u], key);
-    }
-  };
-  {  // 16-byte loads, all of a round issued before any is used
-    constexpr int R = 4;
-    const uint4* sk = reinterpret_cast<const uint4*>(a.skeys);
-    const u32 nq = count / 4;
-    for (u32 base = 0; base < nq; base += kSampleThreads * R) {
-      uint4 q[R];
-#pragma unroll
-      for (int j = 0; j < R; ++j) {
-        const u32 i = base + j * kSampleThreads + t;
-        q[j] = i < nq ? __ldcg(sk + i) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int j = 0; j < R; ++j)
-        if (base + j * kSampleThreads + t < nq) { sub(q[j].x); sub(q[j].y); sub(q[j].z); sub(q[j].w); }
-    }
-    for (u32 s = nq * 4 + t; s < count; s += kSampleThreads) sub(__ldcg(&a.skeys[s]));
-  }
-  __syncthreads();
-  sum = 0;
-  for (int j = 0; j < 4; ++j) { c[j] = h[4095 - 4 * t - j]; sum += c[j]; }
-  Scan(scan).ExclusiveSum(sum, above);
-  if (above < want2 && want2 <= above + sum) {
-    int j = 0;
-    while (above + c[j] < want2) above += c[j++];
-    a.head->thr = mn[4095 - 4 * t - j];
-  }
-}
-
 // All blocks of the grid wait here; target = gridDim.x * (number of this barrier, from 1).
 __device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
   __syncthreads();
@@ -704,6 +627,61 @@ __device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
     __threadfence();
   }
   __syncthreads();
+}
+
+// The sample (one cooperative grid of 64 blocks, one sampled key per thread, kept in a
+// register): a histogram of the top 8 bits, a grid barrier, then in every block the 8-bit
+// bucket holding the want-th key from the top; the keys in it are histogrammed by their next 8
+// bits with the least key per bin; the last block picks thr = the least sampled key of the
+// 16-bit bin where the count from the top reaches want (a real key, so ties at thr are caught).
+template <class T>
+__global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want) {
+  using Scan = cub::BlockScan<u32, kSampleThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ u32 h[256], mx[256];
+  __shared__ u32 s_cb, s_above;
+  __shared__ bool last;
+  const int t = threadIdx.x;
+  // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
+    a.seg_eq[i] = 0;
+  if (t < 256) { h[t] = 0; mx[t] = 0; }
+  __syncthreads();
+  const u32 s = blockIdx.x * kSampleThreads + t;
+  const bool valid = s < count;
+  const u32 key = valid ? order_key(a.x[u64(s) * a.n / count]) ^ a.flip : 0u;
+  if (valid) atomicAdd(&h[key >> 24], 1u);
+  __syncthreads();
+  if (t < 256 && h[t]) atomicAdd(&a.head->coarse[t], h[t]);
+  u32 passed = 0;
+  grid_barrier(&a.head->sample_barrier, passed);
+  const u32 c = t < 256 ? __ldcg(&a.head->coarse[255 - t]) : 0;
+  u32 above = 0;
+  Scan(scan).ExclusiveSum(c, above);
+  if (t < 256 && above < want && want <= above + c) { s_cb = 255u - t; s_above = above; }
+  if (t < 256) h[t] = 0;
+  __syncthreads();
+  const u32 cb = s_cb;
+  if (valid && (key >> 24) == cb) {
+    atomicAdd(&h[(key >> 16) & 255u], 1u);
+    atomicMax(&mx[(key >> 16) & 255u], ~key);
+  }
+  __syncthreads();
+  if (t < 256 && h[t]) {
+    atomicAdd(&a.head->sub[t], h[t]);
+    atomicMax(&a.head->submax[t], mx[t]);
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) last = atomicAdd(&a.head->sample_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const u32 want2 = want - s_above;
+  const u32 c2 = t < 256 ? __ldcg(&a.head->sub[255 - t]) : 0;
+  Scan(scan).ExclusiveSum(c2, above);
+  if (t < 256 && above < want2 && want2 <= above + c2) a.head->thr = ~__ldcg(&a.head->submax[255 - t]);
 }
 
 // f(key, index, valid) for every element of the row, grid-stride, 16-byte loads, four per lane
@@ -1197,7 +1175,6 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   auto layout = [&] {
     c.bytes = 0;
     r.head = c.take<Head>(1);
-    r.skeys = c.take<u32>(kSample);
     r.seg_eq = c.take<u32>(max_segs);
     r.cand = c.take<u64>(cap);
     r.tmp = c.take<u64>(cap);
@@ -1224,13 +1201,18 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     r.values = static_cast<T*>(a.values.data) + row * a.values.row_stride;
     r.indices = static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride;
     check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
-    lr_sample<T><<<kSampleBlocks, kSampleThreads, 0, stream>>>(r, count, want);
-    if (topk_dev_stop() == 1) continue;
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg{};
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
+    // The sample: cooperative (a grid barrier inside).
+    cfg.gridDim = dim3(unsigned((count + kSampleThreads - 1) / kSampleThreads));
+    cfg.blockDim = dim3(kSampleThreads);
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, lr_sample<T>, r, count, want), kWhere);
+    if (topk_dev_stop() == 1) continue;
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
     cfg.gridDim = dim3(unsigned(grid_filter));
     cfg.blockDim = dim3(kFilterThreads);

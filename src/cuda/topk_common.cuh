@@ -130,21 +130,54 @@ __device__ void block_bitonic(P v, u32 cnt) {
       if (y > x) { v[i] = y; v[j] = x; }
     }
   };
-  for (u32 size = 2; size <= p; size <<= 1) {
-    const u32 half = size >> 1;
+  // Sizes and strides are powers of two: indices by shifts and masks.
+  for (u32 lsize = 1; (1u << lsize) <= p; ++lsize) {
+    const u32 size = 1u << lsize, hmask = (size >> 1) - 1;
     for (u32 q = threadIdx.x; q < p / 2; q += kThreads) {
-      const u32 blk = q / half, r = q % half;
-      cmpx(blk * size + r, blk * size + size - 1 - r);
+      const u32 base = (q >> (lsize - 1)) << lsize, r = q & hmask;
+      cmpx(base + r, base + size - 1 - r);
     }
     __syncthreads();
-    for (u32 st = size >> 2; st > 0; st >>= 1) {
+    for (int lst = int(lsize) - 2; lst >= 0; --lst) {
+      const u32 st = 1u << lst;
       for (u32 q = threadIdx.x; q < p / 2; q += kThreads) {
-        const u32 i = (q / st) * 2 * st + q % st;
+        const u32 i = ((q >> lst) << (lst + 1)) | (q & (st - 1));
         cmpx(i, i + st);
       }
       __syncthreads();
     }
   }
+}
+
+// The want-th greatest (1-based) of the kThreads * 2 keys held two per thread (k0, k1), by
+// radix selection: four 8-bit digit histograms in shared memory (hist: 256 words). Exact: the
+// result is one of the keys. Every thread of the block calls it and gets the result.
+template <int kThreads, class Scan>
+__device__ u32 block_select_u32(u32 k0, u32 k1, u32 want, u32* hist, typename Scan::TempStorage& scan,
+                                u32* s_state) {
+  static_assert(kThreads >= 256, "one histogram bin per thread");
+  const u32 t = threadIdx.x;
+  u32 prefix = 0, mask = 0, krem = want;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    if (t < 256) hist[t] = 0;
+    __syncthreads();
+    if ((k0 & mask) == prefix) atomicAdd(&hist[(k0 >> shift) & 255u], 1u);
+    if ((k1 & mask) == prefix) atomicAdd(&hist[(k1 >> shift) & 255u], 1u);
+    __syncthreads();
+    const u32 c = t < 256 ? hist[255 - t] : 0;  // from the top
+    u32 above = 0;
+    Scan(scan).ExclusiveSum(c, above);
+    if (t < 256 && above < krem && krem <= above + c) {
+      s_state[0] = prefix | ((255u - t) << shift);
+      s_state[1] = krem - above;
+    }
+    __syncthreads();
+    prefix = s_state[0];
+    krem = s_state[1];
+    mask |= 255u << shift;
+    __syncthreads();
+  }
+  return prefix;
 }
 
 // values[j] = x[idx[j]], indices[j] = idx[j] for each row's k results.

@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
     typename Reduce::TempStorage reduce;
   } tmp;
   __shared__ u64 list[kThrCap];
-  __shared__ u32 s_ties, s_carry, s_wcount[kThrThreads / 32], s_woff[kThrThreads / 32 + 1];
+  __shared__ u32 s_ties, s_carry, s_state[2], s_wcount[kThrThreads / 32], s_woff[kThrThreads / 32 + 1];
   constexpr int kWarps = kThrThreads / 32, kPerWarp = kThrCap / kWarps;
   constexpr int W = 16 / sizeof(T), U = 4;
   const u32 n = u32(a.n), t = threadIdx.x, k = u32(a.k), lane = t & 31, wid = t >> 5;
@@ -233,12 +233,11 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
     const u32 v = u * kThrThreads + t;
     e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
   }
-  u32* sample = reinterpret_cast<u32*>(list);
-  for (u32 j = t; j < u32(kThrSample); j += kThrThreads)
-    sample[j] = order_key(x[u32((u64(j) * n) / kThrSample)]) ^ a.flip;
-  __syncthreads();
-  block_bitonic<kThrThreads>(sample, u32(kThrSample));
-  const u32 thr = sample[a.want - 1];
+  static_assert(kThrSample == 2 * kThrThreads, "two sampled keys per thread");
+  const u32 k0 = order_key(x[u32((u64(t) * n) / kThrSample)]) ^ a.flip;
+  const u32 k1 = order_key(x[u32((u64(t + kThrThreads) * n) / kThrSample)]) ^ a.flip;
+  const u32 thr = block_select_u32<kThrThreads, Scan>(k0, k1, a.want, reinterpret_cast<u32*>(list), tmp.scan,
+                                                      s_state);
   __syncthreads();
   if (a.stop == 3) {
     if (t == 0) redo[blockIdx.x] = 0;
@@ -381,8 +380,10 @@ void run_rows_block(const TopKArgs& a, cudaStream_t stream) {
   if constexpr (sizeof(Key) == 4) {
     if (a.k <= kThrMaxK && a.x.n >= kThrMinN) {
       // The sampled threshold; rows where it fails are redone by the radix kernel.
+      // want: about 1.15x the expected sampled keys among the top k, + 3.5 sigma + 6 (a row
+      // then falls short of k about once in 10^4).
       const double expect = double(a.k) * kThrSample / double(a.x.n);
-      r.want = u32(std::clamp(std::ceil(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(kThrSample)));
+      r.want = u32(std::clamp(std::ceil(1.15 * expect + 3.5 * std::sqrt(expect) + 6.0), 1.0, double(kThrSample)));
       parallel::cuda::detail::Scratch flags(std::size_t(rows) * sizeof(int), stream, kWhere);
       int* redo = static_cast<int*>(flags.get());
       r.stop = topk_dev_stop();
