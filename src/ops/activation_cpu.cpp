@@ -107,7 +107,7 @@ void activation_rows(const ActivationArgs& a) {
       next.base[0] = static_cast<const char*>(a.x.data), next.stride[0] = a.x.row_stride * kElemBytes<T>;
       if (gate) next.base[1] = static_cast<const char*>(a.b.data), next.stride[1] = a.b.row_stride * kElemBytes<T>;
       next.row_bytes = n * kElemBytes<T>, next.per_row = n;
-      next.start(lo, hi, std::max<std::int64_t>(next.row_bytes, kRowStreamLead));
+      next.start(lo, hi);
       for (std::int64_t r = lo; r < hi; ++r) {
         const void* x = at<T>(a.x.data, r * a.x.row_stride);
         const void* b = gate ? at<T>(a.b.data, r * a.b.row_stride) : nullptr;

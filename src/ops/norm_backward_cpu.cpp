@@ -40,9 +40,9 @@ void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
     for (; i + 32 <= end; i += 32) {
       f(i, 16, acc[0]);
       f(i + 16, 16, acc[1]);
-      next->step(32);
     }
     for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc[0]);
+    next->step(end - b);
     for (int k = 0; k < K; ++k) out[k] += double(hsum16(acc[0][k] + acc[1][k]));
   }
 }
@@ -154,8 +154,7 @@ void norm_backward_rows(const NormBackwardArgs& a) {
     next.base[1] = static_cast<const char*>(a.dy.data), next.stride[1] = a.dy.row_stride * kElemBytes<T>;
     next.row_bytes = n * kElemBytes<T>;
     next.per_row = n * (a.kind == NormKind::layer ? 3 : 2);
-    next.start(std::min(rows, glo * per_group), std::min(rows, ghi * per_group),
-               std::max(kRowStreamLead, next.row_bytes));
+    next.start(std::min(rows, glo * per_group), std::min(rows, ghi * per_group));
     for (std::int64_t gi = glo; gi < ghi; ++gi) {
       float* dw = a.dweight ? pdw.data() + gi * n : nullptr;
       float* db = a.dbias ? pdb.data() + gi * n : nullptr;

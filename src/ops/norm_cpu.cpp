@@ -27,6 +27,8 @@ namespace sixfold::detail {
 namespace {
 
 constexpr std::int64_t kBlock = 1024;
+constexpr std::int64_t kF32WeightsMax = 32768;     // longer rows read weight/bias in their dtype
+constexpr std::int64_t kSoftmaxBufferMax = 65536;  // longer rows recompute exp (no row buffer)
 
 // Σ f(v) over the n elements of the row at x (element type S); padded lanes hold `pad`, and
 // f(pad) must be 0. Prefetch: 4 KB ahead, when the row comes from memory (pass A).
@@ -44,8 +46,8 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
       }
       a0 += f(vload<S>(at<S>(x, b + i)));
       a1 += f(vload<S>(at<S>(x, b + i + 16)));
-      next->step(32);
     }
+    next->step(m);
     if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
     if (i < m) a1 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
     total += double(hsum16(a0 + a1));
@@ -60,11 +62,14 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
   const vf16 ninf = vsplat(-INFINITY);
   vf16 m0 = ninf, m1 = ninf;
   std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    prefetch_ahead(at<S>(x, i));
-    if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
-    m0 = vmax16(vload<S>(at<S>(x, i)), m0), m1 = vmax16(vload<S>(at<S>(x, i + 16)), m1);
-    next->step(32);
+  while (i + 32 <= n) {
+    const std::int64_t start = i, stop = i + std::min<std::int64_t>(kBlock, (n - i) / 32 * 32);
+    for (; i < stop; i += 32) {
+      prefetch_ahead(at<S>(x, i));
+      if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
+      m0 = vmax16(vload<S>(at<S>(x, i)), m0), m1 = vmax16(vload<S>(at<S>(x, i + 16)), m1);
+    }
+    next->step(stop - start);
   }
   for (; i < n; i += 16) m0 = vmax16(ld<S>(x, i, int(std::min<std::int64_t>(16, n - i)), -INFINITY), m0);
   return hmax16(vmax16(m0, m1));
@@ -83,29 +88,29 @@ void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int6
 }
 
 struct Ctx {
-  const float* w;  // n weights (ones when absent), rms/layer
-  const float* b;  // n biases (zeros when absent), layer
+  const void* w;  // n weights (ones when absent), rms/layer: f32, or T for long rows
+  const void* b;  // n biases (zeros when absent), layer: the same type
   float eps;
   bool nt;
 };
 
 // rms / layer norm of one row whose values are at src (element type S: the input row, or the
 // f32 buffer of s = x + residual).
-template <DType T, DType S, bool FromMemory>
+template <DType T, DType S, DType W, bool FromMemory>
 void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next) {
-  const float* w = c.w;
+  const void* w = c.w;
   if (kind == NormKind::rms) {
     const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<DType::f32>(w, i, m); }, next);
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<W>(w, i, m); }, next);
   } else {
     const double mean = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v; }, next) / double(n);
     const float mf = float(mean);
     const double ss = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
-    const float* b = c.b;
+    const void* b = c.b;
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) {
-      return (ld<S>(src, i, m) - mf) * rs * ld<DType::f32>(w, i, m) + ld<DType::f32>(b, i, m);
+      return (ld<S>(src, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(b, i, m);
     }, next);
   }
 }
@@ -114,7 +119,12 @@ template <DType T>
 void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* buf, std::int64_t n,
                  RowStream* next) {
   const float m = row_max<T>(x, n, next);
-  if (kind == NormKind::softmax) {
+  if (kind == NormKind::softmax && n > kSoftmaxBufferMax) {
+    // Long rows: exp computed twice (an f32 buffer of the row would take L2 from the rows).
+    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); }, next);
+    const float inv = float(1.0 / s);
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive(ld<T>(x, i, m2) - m) * inv; }, next);
+  } else if (kind == NormKind::softmax) {
     // e = exp(x − m) into buf, Σe; then y = e / Σe (a NaN in the row makes Σe, so y, NaN).
     double s = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
@@ -127,7 +137,6 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
         vstore<DType::f32>(buf + i, e0);
         vstore<DType::f32>(buf + i + 16, e1);
         a0 += e0, a1 += e1;
-        next->step(32);
       }
       for (; i < end; i += 16) {
         const int k = int(std::min<std::int64_t>(16, end - i));
@@ -137,6 +146,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
         a0 += e;
       }
       s += double(hsum16(a0 + a1));
+      next->step(end - b0);
     }
     const float inv = float(1.0 / s);
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<DType::f32>(buf, i, m) * inv; }, next);
@@ -147,24 +157,12 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
   }
 }
 
-template <DType T>
-void norm_rows(const NormArgs& a) {
+template <DType T, DType W>
+void norm_rows_with(const NormArgs& a, const Ctx& c) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
-  // Weight and bias as f32, once per call (ones / zeros when absent).
-  std::vector<float> w, b;
-  if (norm) {
-    w.assign(std::size_t(n), 1.0f);
-    if (a.weight) load_row(a.dtype, a.weight, w.data(), n);
-    if (a.kind == NormKind::layer) {
-      b.assign(std::size_t(n), 0.0f);
-      if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
-    }
-  }
   const bool add = a.residual.data != nullptr;
-  const std::int64_t out_bytes = rows * n * kElemBytes<T> * (add ? 2 : 1);
-  const Ctx c{w.data(), b.data(), a.eps, stream_output(out_bytes)};
-  const bool need_buf = add || a.kind == NormKind::softmax;
+  const bool need_buf = add || (a.kind == NormKind::softmax && n <= kSoftmaxBufferMax);
   const bool parallel = rows > 1 && rows * n >= (1 << 15);
 #pragma omp parallel if (parallel)
   {
@@ -181,22 +179,50 @@ void norm_rows(const NormArgs& a) {
     next.row_bytes = n * kElemBytes<T>;
     // Passes over a row that step the prefetch (see norm_row, softmax_row, add_pass).
     next.per_row = n * ((a.kind == NormKind::rms ? 2 : 3) + (add ? 1 : 0));
-    next.start(lo, hi, std::max(kRowStreamLead, next.row_bytes));
+    next.start(lo, hi);
     for (std::int64_t r = lo; r < hi; ++r) {
       const void* x = at<T>(a.x.data, r * a.x.row_stride);
       void* y = at<T>(a.out.data, r * a.out.row_stride);
       if (add) {
         add_pass<T>(x, at<T>(a.residual.data, r * a.residual.row_stride),
                     at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf.data(), n, c.nt, &next);
-        norm_row<T, DType::f32, false>(a.kind, c, buf.data(), y, n, &next);
+        norm_row<T, DType::f32, W, false>(a.kind, c, buf.data(), y, n, &next);
       } else if (norm) {
-        norm_row<T, T, true>(a.kind, c, x, y, n, &next);
+        norm_row<T, T, W, true>(a.kind, c, x, y, n, &next);
       } else {
         softmax_row<T>(a.kind, c, x, y, buf.data(), n, &next);
       }
     }
     if (c.nt) stream_fence();
   }
+}
+
+template <DType T>
+void norm_rows(const NormArgs& a) {
+  const std::int64_t n = a.x.n, rows = a.x.rows;
+  const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
+  const bool add = a.residual.data != nullptr;
+  const bool nt = stream_output(rows * n * kElemBytes<T> * (add ? 2 : 1));
+  // Weight and bias as f32, converted once per call (ones / zeros when absent); for long rows
+  // they stay in T (an f32 copy of 1M weights and biases would take L2 from the rows).
+  if (norm && n > kF32WeightsMax && T != DType::f32) {
+    std::vector<std::uint16_t> ones, zeros;
+    const void* w = a.weight;
+    const void* b = a.bias;
+    if (!w) ones.assign(std::size_t(n), T == DType::bf16 ? 0x3f80 : 0x3c00), w = ones.data();
+    if (!b) zeros.assign(std::size_t(n), 0), b = zeros.data();
+    return norm_rows_with<T, T>(a, Ctx{w, b, a.eps, nt});
+  }
+  std::vector<float> w, b;
+  if (norm) {
+    w.assign(std::size_t(n), 1.0f);
+    if (a.weight) load_row(a.dtype, a.weight, w.data(), n);
+    if (a.kind == NormKind::layer) {
+      b.assign(std::size_t(n), 0.0f);
+      if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
+    }
+  }
+  norm_rows_with<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt});
 }
 
 }  // namespace

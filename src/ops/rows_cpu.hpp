@@ -327,7 +327,7 @@ inline vf16 vround(vf16 v) {
 // only outputs too large to stay cached, where the line reads of plain stores cost bandwidth.
 inline bool stream_output(std::int64_t bytes) {
 #if defined(__AVX512F__)
-  return bytes >= (std::int64_t(64) << 20);
+  return bytes >= (std::int64_t(8) << 20);
 #else
   (void)bytes;
   return false;
@@ -348,18 +348,19 @@ inline void stream_fence() {
 // Software prefetch (into L2) of the rows a thread reads next, for row kernels that read a row
 // from memory once and then work on it from cache: without it no read is in flight during the
 // passes from cache. The cursor runs `lead` bytes ahead of the rows being worked on and advances
-// one row's bytes per row of work (step() is called for every 32 elements of every pass:
-// `per_row` elements in all), so memory stays busy at the rate the rows are consumed.
-constexpr std::int64_t kRowStreamLead = 64 << 10;  // bytes ahead (at least one row)
+// one row's bytes per row of work (step() is called after each block of up to 1024 elements of
+// every pass: `per_row` elements in all), so memory stays busy at the rate rows are consumed.
+constexpr std::int64_t kRowStreamLead = 64 << 10, kRowStreamMaxLead = 256 << 10;
 struct RowStream {
   const char* base[2] = {nullptr, nullptr};  // up to two inputs (rows of the same length)
   std::int64_t stride[2] = {0, 0};           // bytes between rows
   std::int64_t row_bytes = 0, per_row = 1;
   std::int64_t row = 0, end = 0, off = 0, acc = 0;
 
-  // Rows [lo, hi) of the inputs; the cursor starts `lead` bytes in (a thread's first rows are
-  // prefetched by their own pass over memory).
-  void start(std::int64_t lo, std::int64_t hi, std::int64_t lead) {
+  // Rows [lo, hi) of the inputs; the cursor starts one row (at least kRowStreamLead, at most
+  // kRowStreamMaxLead bytes) in: a thread's first rows are prefetched by their own pass over memory.
+  void start(std::int64_t lo, std::int64_t hi) {
+    const std::int64_t lead = std::clamp<std::int64_t>(row_bytes, kRowStreamLead, kRowStreamMaxLead);
     row = lo + lead / row_bytes, off = lead % row_bytes, end = hi;
   }
   void step(std::int64_t elems) {
@@ -387,10 +388,13 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
   };
   part(0, head);
   std::int64_t i = head;
-  for (; i + 32 <= n; i += 32) {
-    const vf16 a = g(i, 16), b = g(i + 16, 16);
-    vstore2<T>(at<T>(dst, i), a, b, nt);
-    if (next) next->step(32);
+  while (i + 32 <= n) {  // blocks of up to 1024 elements, then the prefetch steps
+    const std::int64_t start = i, stop = i + std::min<std::int64_t>(1024, (n - i) / 32 * 32);
+    for (; i < stop; i += 32) {
+      const vf16 a = g(i, 16), b = g(i + 16, 16);
+      vstore2<T>(at<T>(dst, i), a, b, nt);
+    }
+    if (next) next->step(stop - start);
   }
   part(i, n);
 }
