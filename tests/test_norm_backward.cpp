@@ -348,7 +348,7 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
 }
 
 // The rms / layer backward variants for rows of n ≤ 8192 (src/cuda/norm_backward.cu, picked by
-// SIXFOLD_NORM_BWD_KERNEL; smem is the default): the cases above plus rows enough for many rows
+// SIXFOLD_NORM_BWD_KERNEL; smem, with clusters, is the default): the cases above plus rows enough for many rows
 // per block (the dw/db slots and registers accumulate across rows), with and without a weight.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
@@ -363,7 +363,7 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
       cases.push_back({k, t, 1500, 2048, false, false});
       cases.push_back({k, t, 6000, 1024, true, true});
     }
-  for (const char* v : {"smem", "regs", "regs0"}) {
+  for (const char* v : {"smem", "smem1", "regs", "regs0"}) {
     SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
     setenv("SIXFOLD_NORM_BWD_KERNEL", v, 1);
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));

@@ -28,6 +28,7 @@
 //
 // In place (dx == dy or dx == x) is safe: each element of dx is written by the thread that read
 // that element of x and dy, after it read them (the long-row stats kernels finish first).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -344,7 +345,8 @@ inline constexpr int kRegsMinBlocks =
 // 512-thread blocks share an SM, as softmax_backward's do.
 template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false>
 __global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
-bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group) {
+bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
+              int cluster) {
   // Two of each scratch array, alternating by row: a row's array is written again only two rows
   // later, after every thread has passed the next row's barrier (so has read it).
   __shared__ Sums<1> s1[2][32];
@@ -536,6 +538,37 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
   }
   if constexpr (kHasGrads<K>) {
     if constexpr (SmemGrads) {
+      static_assert(W % 4 == 0);
+      if (cluster > 1) {
+        // The blocks of a cluster add their dw/db slots in rank order through distributed shared
+        // memory, rank q taking a 1/cluster share of the slot words, into one partial row per
+        // cluster: cluster times fewer partial rows to write and to reduce (v6).
+        namespace cg = cooperative_groups;
+        const cg::cluster_group cl = cg::this_cluster();
+        cl.sync();  // every block of the cluster is past its last row
+        const int q = int(cl.block_rank()), total = S * (W / 4) * p;
+        const int share = (total + cluster - 1) / cluster, end = std::min(total, (q + 1) * share);
+        const std::int64_t first = std::int64_t(blockIdx.x / cluster) * a.x.n;
+        for (int j = q * share + t; j < end; j += p) {
+          // Word j = (s·W/4 + h)·p + u holds elements 4h..4h+3 of pack s of thread u.
+          const int u = j % p, h = (j / p) % (W / 4), sp = j / (p * (W / 4));
+          const std::int64_t col = std::int64_t(u) * W + std::int64_t(sp) * p * W + 4 * h;
+          if (col >= a.x.n) continue;  // packs past the row (their slots hold zeros)
+          for (int gi = 0; gi < (K == NormKind::layer ? 2 : 1); ++gi) {
+            float* dst = gi == 0 ? part_w : part_b;
+            if (!dst) continue;
+            float4* mine = reinterpret_cast<float4*>(gi == 0 ? dw_slots : db_slots);
+            float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int r = 0; r < cluster; ++r) {
+              const float4 v = cl.map_shared_rank(mine, r)[j];
+              sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+            }
+            *reinterpret_cast<float4*>(dst + first + col) = sum;
+          }
+        }
+        cl.sync();  // no block leaves while another reads its slots
+        return;
+      }
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         slot_load<W>(dw_slots, p, t, s, dw[s]);
@@ -839,6 +872,40 @@ int blocks_per_sm(const void* kernel, int threads, std::size_t smem, int device)
   return blocks;
 }
 
+// Blocks per cluster of the smem variant (v6). SIXFOLD_NORM_BWD_KERNEL=smem1: no clusters (v5).
+constexpr int kGradCluster = 8;
+
+// cudaOccupancyMaxActiveClusters for the launch `cfg` (its cluster size, block and shared
+// memory), remembered per (device, kernel, threads, shared memory, cluster size); 0 where the
+// query fails.
+int clusters_resident(const void* kernel, const cudaLaunchConfig_t& cfg, int device) {
+  struct Entry {
+    const void* kernel;
+    unsigned threads, cluster;
+    int device;
+    std::size_t smem;
+    int clusters;
+  };
+  static std::mutex mu;
+  static Entry seen[64];
+  static int used = 0;
+  const unsigned cluster = cfg.attrs[0].val.clusterDim.x;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 0; i < used; ++i)
+    if (seen[i].kernel == kernel && seen[i].threads == cfg.blockDim.x && seen[i].device == device &&
+        seen[i].smem == cfg.dynamicSmemBytes && seen[i].cluster == cluster)
+      return seen[i].clusters;
+  cudaLaunchConfig_t q = cfg;
+  q.gridDim = dim3(cluster);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &q) != cudaSuccess) {
+    (void)cudaGetLastError();
+    clusters = 0;
+  }
+  if (used < 64) seen[used++] = {kernel, cfg.blockDim.x, cluster, device, cfg.dynamicSmemBytes, clusters};
+  return clusters;
+}
+
 template <class G>
 void launch_reduce(const float* part0, void* out0, const float* part1, void* out1,
                    std::int64_t groups, std::int64_t n, cudaStream_t stream) {
@@ -884,10 +951,11 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 // arithmetic with weight and dw/db in registers, one 512-thread block per SM) | regs0 (v0, the
 // kernel of runs C/D: v4's layout with the old reductions and divisions; bf16 16-byte rows only,
 // else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4 has them).
-enum class RegsVariant { smem, regs, regs0 };
+enum class RegsVariant { smem, smem1, regs, regs0 };
 
 RegsVariant regs_variant_from_env() {
   if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
+    if (std::strcmp(e, "smem1") == 0) return RegsVariant::smem1;
     if (std::strcmp(e, "regs") == 0) return RegsVariant::regs;
     if (std::strcmp(e, "regs0") == 0) return RegsVariant::regs0;
   }
@@ -909,10 +977,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
     auto kernel = bwd_rows_regs<T, K, SR, W>;
     std::size_t smem = 0;
+    int cluster = 1;  // v6: the smem variant's blocks in clusters of kGradCluster
     if constexpr (kHasGrads<K>) {
       const RegsVariant v = regs_variant_from_env();
       if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
-        if (v == RegsVariant::smem) {
+        if (v == RegsVariant::smem || v == RegsVariant::smem1) {
           kernel = bwd_rows_regs<T, K, SR, W, true, true>;
           smem = std::size_t(kSmemGradArrays<K>) * SR * W * threads * sizeof(float);
           static std::atomic<std::uint64_t> configured{0};  // > 48 KB: once per device
@@ -923,21 +992,41 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
                        kWhere);
             configured.fetch_or(bit, std::memory_order_release);
           }
+          if (v == RegsVariant::smem && grads) cluster = kGradCluster;
         }
         if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
           if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false>;
       }
     }
-    const int per_sm = blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, device);
-    std::int64_t groups = std::min<std::int64_t>(rows, std::int64_t(std::max(per_sm, 1)) * sms);
+    cudaLaunchConfig_t cfg{};
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(cluster);
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    // Blocks resident at once (whole clusters), at least one row each.
+    std::int64_t capacity =
+        std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, device)) * sms;
+    if (cluster > 1) {
+      const int clusters = clusters_resident(reinterpret_cast<const void*>(kernel), cfg, device);
+      if (clusters > 0) capacity = std::int64_t(clusters) * cluster;
+      else cluster = 1;  // the query failed: plain blocks
+    }
+    if (cluster == 1) cfg.numAttrs = 0;
+    std::int64_t groups = std::min<std::int64_t>(rows, capacity);
     const std::int64_t per_group = ceil_div(rows, groups);
-    groups = ceil_div(rows, per_group);
-    Workspace ws(grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0, stream, device);
+    groups = ceil_div(ceil_div(rows, per_group), cluster) * cluster;  // whole clusters
+    const std::int64_t parts = groups / cluster;  // partial rows of dw (and db)
+    Workspace ws(grads ? std::size_t(parts * n * ngrads) * sizeof(float) : 0, stream, device);
     float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
-    float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? groups * n : 0) : nullptr;
-    kernel<<<unsigned(groups), threads, smem, stream>>>(a, part_w, part_b, per_group);
-    check_cuda(cudaGetLastError(), kWhere);
-    if (grads) reduce_grads<T>(a, part_w, part_b, groups, stream);
+    float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? parts * n : 0) : nullptr;
+    cfg.gridDim = dim3(unsigned(groups));
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, part_w, part_b, per_group, cluster), kWhere);
+    if (grads) reduce_grads<T>(a, part_w, part_b, parts, stream);
     return;
   }
   const std::int64_t chunks = ceil_div(n, kChunk);
