@@ -91,6 +91,31 @@ TEST_F(Cuda, SumScanF32MatchesReference) {
   }
 }
 
+// Sizes around the single-pass bulk scan of f32 sums (src/cuda/scan_bulk.cu, 8192-element tiles,
+// from 2^20 elements): whole tiles only, one element past, many tiles plus a ragged tail; in place
+// and out of place; an input offset by one element (not 16-byte aligned) takes CUB's path.
+TEST_F(Cuda, SumScanF32BulkPath) {
+  std::vector<std::int64_t> sizes = {1 << 20, (1 << 20) + 1, (1 << 20) - 1};
+  if (!small_only()) sizes.push_back(8192 * 1321 + 4099);
+  for (std::int64_t n : sizes)
+    for (int mode = 0; mode < 3; ++mode) {  // 0 out of place, 1 in place, 2 misaligned input
+      std::vector<float> x(static_cast<std::size_t>(n) + 1);
+      for (auto& v : x) v = std::uniform_real_distribution<float>(-1, 1)(engine());
+      DeviceArray<float> dx(x), dy(n + 1);
+      dy.poison();
+      const float* in = mode == 2 ? dx.p + 1 : dx.p;
+      float* out = mode == 1 ? dx.p : dy.p;
+      gpu::inclusive_scan(in, out, n, Sum<float>{});
+      const auto y = mode == 1 ? dx.host() : dy.host();
+      double ref = 0, mag = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        ref += x[std::size_t(i + (mode == 2))];
+        mag += std::fabs(x[std::size_t(i + (mode == 2))]);
+        ASSERT_NEAR(y[std::size_t(i)], ref, 2e-6 * (mag + 1) + 1e-6) << "n=" << n << " mode=" << mode << " i=" << i;
+      }
+    }
+}
+
 TEST_F(Cuda, AffineScanAndOrderedReduce) {
   for (std::int64_t n : kSizes) {
     if (n > 2'000'000) continue;
