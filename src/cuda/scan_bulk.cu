@@ -37,21 +37,28 @@ namespace {
 using u32 = std::uint32_t;
 using u64 = unsigned long long;
 
-constexpr int kTile = 8192, kSlots = 6;                   // 6 × 32 KB in flight per SM
 constexpr int kReducers = 128, kConsumers = 256;
 constexpr int kThreads = 32 + kReducers + kConsumers;     // loader warp, 4 reducer, 8 consumer warps
 constexpr int kSegments = kConsumers / 32;                // one segment per consumer warp
-constexpr int kSeg = kTile / kSegments;                   // 1024 floats
-static_assert(kSeg % 128 == 0, "a consumer warp scans whole 128-float steps");
 
 struct SlotHeader {
   long long tile;  // −1: no more tiles
   float agg, prefix;
   float seg[kSegments];
 };
-constexpr std::size_t kHeaderOffset = std::size_t(kSlots) * kTile * 4;
-constexpr std::size_t kBarOffset = kHeaderOffset + kSlots * sizeof(SlotHeader);
-constexpr std::size_t kSmemBytes = kBarOffset + 3 * kSlots * 8;
+
+// kTile floats per tile, kSlots tiles in flight per SM. The library runs <8192, 6>; the other
+// shapes are dev/scan/scan_tma.cu's sweep (which includes this file).
+template <int kTile_, int kSlots_> struct BulkScanShape {
+  static constexpr int kTile = kTile_, kSlots = kSlots_;
+  static constexpr int kSeg = kTile / kSegments;
+  static_assert(kSeg % 128 == 0, "a consumer warp scans whole 128-float steps");
+  static_assert(kTile % 1024 == 0 && kTile <= 16384, "the tail block takes kTile / 1024 per thread");
+  static constexpr std::size_t kHeaderOffset = std::size_t(kSlots) * kTile * 4;
+  static constexpr std::size_t kBarOffset = kHeaderOffset + kSlots * sizeof(SlotHeader);
+  static constexpr std::size_t kSmemBytes = kBarOffset + 3 * kSlots * 8;
+};
+using DefaultBulkScan = BulkScanShape<8192, 6>;  // 6 × 32 KB in flight per SM
 
 __device__ __forceinline__ u32 smem_u32(const void* p) { return u32(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
@@ -125,8 +132,11 @@ __device__ __forceinline__ float look_back(const u64* status, long long tile, in
   return prefix;
 }
 
+template <class Shape>
 __global__ void __launch_bounds__(kThreads, 1)
     scan_bulk_kernel(const float* in, float* out, long long ntiles, u64* status, unsigned long long* counter) {
+  constexpr int kTile = Shape::kTile, kSlots = Shape::kSlots, kSeg = Shape::kSeg;
+  constexpr std::size_t kHeaderOffset = Shape::kHeaderOffset, kBarOffset = Shape::kBarOffset;
   extern __shared__ __align__(128) unsigned char smem[];
   float* buf = reinterpret_cast<float*>(smem);
   SlotHeader* hdr = reinterpret_cast<SlotHeader*>(smem + kHeaderOffset);
@@ -243,7 +253,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (c == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
-// The n mod kTile remainder (< 8192 elements): one block, from the last tile's inclusive prefix.
+// The n mod kTile remainder: one block, from the last tile's inclusive prefix.
+template <int kTile>
 __global__ void __launch_bounds__(1024) scan_bulk_tail(const float* in, float* out, long long start, long long n,
                                                        const u64* status, long long ntiles) {
   using Scan = cub::BlockScan<float, 1024>;
@@ -266,10 +277,31 @@ __global__ void __launch_bounds__(1024) scan_bulk_tail(const float* in, float* o
   }
 }
 
+// Launches one scan of n ≥ 1 floats on `sms` CTAs (scratch from the stream's pool, zeroed).
+template <class Shape>
+void run_bulk_scan(const float* in, float* out, std::int64_t n, int sms, cudaStream_t stream, const char* where) {
+  constexpr int kTile = Shape::kTile;
+  const long long ntiles = n / kTile;
+  // Scratch: one status word per tile, then the tile counter; zeroed for this call.
+  Scratch scratch(std::size_t(ntiles + 1) * 8, stream, where);
+  auto* status = static_cast<u64*>(scratch.get());
+  check_cuda(cudaMemsetAsync(status, 0, std::size_t(ntiles + 1) * 8, stream), where);
+  if (ntiles > 0) {
+    scan_bulk_kernel<Shape><<<sms, kThreads, Shape::kSmemBytes, stream>>>(
+        in, out, ntiles, status, reinterpret_cast<unsigned long long*>(status + ntiles));
+    check_cuda(cudaGetLastError(), where);
+  }
+  if (n > ntiles * kTile) {
+    scan_bulk_tail<kTile><<<1, 1024, 0, stream>>>(in, out, ntiles * kTile, n, status, ntiles);
+    check_cuda(cudaGetLastError(), where);
+  }
+}
+
 }  // namespace
 
 bool bulk_inclusive_sum(const float* in, float* out, std::int64_t n, cudaStream_t stream) {
   constexpr const char* kWhere = "sixfold::cuda::inclusive_scan";
+  using Shape = DefaultBulkScan;
   if (n < kBulkScanMinElements) return false;
   if (reinterpret_cast<std::uintptr_t>(in) % 16 || reinterpret_cast<std::uintptr_t>(out) % 16) return false;
   int device = 0;
@@ -283,22 +315,12 @@ bool bulk_inclusive_sum(const float* in, float* out, std::int64_t n, cudaStream_
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), kWhere);
     if (major != 9) return false;  // bulk copies and this tuning are Hopper's
     check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-    check_cuda(cudaFuncSetAttribute(scan_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)),
+    check_cuda(cudaFuncSetAttribute(scan_bulk_kernel<Shape>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(Shape::kSmemBytes)),
                kWhere);
     sms_of[device].store(sms, std::memory_order_relaxed);
   }
-  const long long ntiles = n / kTile;
-  // Scratch: one status word per tile, then the tile counter; zeroed for this call.
-  Scratch scratch(std::size_t(ntiles + 1) * 8, stream, kWhere);
-  auto* status = static_cast<u64*>(scratch.get());
-  check_cuda(cudaMemsetAsync(status, 0, std::size_t(ntiles + 1) * 8, stream), kWhere);
-  scan_bulk_kernel<<<sms, kThreads, kSmemBytes, stream>>>(in, out, ntiles, status,
-                                                          reinterpret_cast<unsigned long long*>(status + ntiles));
-  check_cuda(cudaGetLastError(), kWhere);
-  if (n > ntiles * kTile) {
-    scan_bulk_tail<<<1, 1024, 0, stream>>>(in, out, ntiles * kTile, n, status, ntiles);
-    check_cuda(cudaGetLastError(), kWhere);
-  }
+  run_bulk_scan<Shape>(in, out, n, sms, stream, kWhere);
   return true;
 }
 
