@@ -580,8 +580,8 @@ struct Head {  // zeroed before each row
   u32 sample_done, sample_barrier, barrier, thr, big_count;
   u64 cand_count, cand_hi, cand_nlo;  // appended candidates: count, max composite, ~min composite
   u64 sel_count, sel_hi, sel_nlo;     // path C's selection
-  u32 coarse[256];                    // the sample's histogram of the top 8 bits,
-  u32 sub[256], submax[256];          // of the next 8 bits in the chosen bucket, ~least key per bin
+  u32 hist[3][256];                   // the sample's digit histograms (8 bits each)
+  u32 least[256];                     // ~least key per bin of the last digit
 };
 
 template <class T>
@@ -630,58 +630,65 @@ __device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
 }
 
 // The sample (one cooperative grid of 64 blocks, one sampled key per thread, kept in a
-// register): a histogram of the top 8 bits, a grid barrier, then in every block the 8-bit
-// bucket holding the want-th key from the top; the keys in it are histogrammed by their next 8
-// bits with the least key per bin; the last block picks thr = the least sampled key of the
-// 16-bit bin where the count from the top reaches want (a real key, so ties at thr are caught).
+// register): three rounds of 8-bit digit histograms, most significant first, each block adding
+// its own, with a grid barrier after each of the first two; every block then finds the bucket
+// holding the want-th key from the top and goes on with the keys in it. The last round keeps the
+// least key per bin; the last block picks thr = the least sampled key of the 24-bit bin where
+// the count from the top reaches want (a real key, so ties at thr are caught).
 template <class T>
 __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want) {
   using Scan = cub::BlockScan<u32, kSampleThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ u32 h[256], mx[256];
-  __shared__ u32 s_cb, s_above;
+  __shared__ u32 s_bucket, s_above;
   __shared__ bool last;
   const int t = threadIdx.x;
   // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
     a.seg_eq[i] = 0;
-  if (t < 256) { h[t] = 0; mx[t] = 0; }
-  __syncthreads();
   const u32 s = blockIdx.x * kSampleThreads + t;
   const bool valid = s < count;
   const u32 key = valid ? order_key(a.x[u64(s) * a.n / count]) ^ a.flip : 0u;
-  if (valid) atomicAdd(&h[key >> 24], 1u);
-  __syncthreads();
-  if (t < 256 && h[t]) atomicAdd(&a.head->coarse[t], h[t]);
-  u32 passed = 0;
-  grid_barrier(&a.head->sample_barrier, passed);
-  const u32 c = t < 256 ? __ldcg(&a.head->coarse[255 - t]) : 0;
-  u32 above = 0;
-  Scan(scan).ExclusiveSum(c, above);
-  if (t < 256 && above < want && want <= above + c) { s_cb = 255u - t; s_above = above; }
-  if (t < 256) h[t] = 0;
-  __syncthreads();
-  const u32 cb = s_cb;
-  if (valid && (key >> 24) == cb) {
-    atomicAdd(&h[(key >> 16) & 255u], 1u);
-    atomicMax(&mx[(key >> 16) & 255u], ~key);
+  u32 prefix = 0, rem = want, passed = 0;
+  for (int round = 0; round < 3; ++round) {
+    const int shift = 24 - 8 * round;
+    u32* gh = a.head->hist[round];
+    if (t < 256) { h[t] = 0; mx[t] = 0; }
+    __syncthreads();
+    const bool in = valid && (round == 0 || (key >> (shift + 8)) == prefix);
+    if (in) {
+      atomicAdd(&h[(key >> shift) & 255u], 1u);
+      if (round == 2) atomicMax(&mx[(key >> shift) & 255u], ~key);
+    }
+    __syncthreads();
+    if (t < 256 && h[t]) {
+      atomicAdd(&gh[t], h[t]);
+      if (round == 2) atomicMax(&a.head->least[t], mx[t]);
+    }
+    if (round < 2) {
+      grid_barrier(&a.head->sample_barrier, passed);
+    } else {  // the last block to finish picks thr
+      __threadfence();
+      __syncthreads();
+      if (t == 0) last = atomicAdd(&a.head->sample_done, 1u) == gridDim.x - 1;
+      __syncthreads();
+      if (!last) return;
+      __threadfence();
+    }
+    const u32 c = t < 256 ? __ldcg(&gh[255 - t]) : 0;
+    u32 above = 0;
+    Scan(scan).ExclusiveSum(c, above);
+    if (t < 256 && above < rem && rem <= above + c) {
+      s_bucket = 255u - t;
+      s_above = above;
+      if (round == 2) a.head->thr = ~__ldcg(&a.head->least[255 - t]);
+    }
+    __syncthreads();
+    prefix = (prefix << 8) | s_bucket;
+    rem -= s_above;
+    __syncthreads();
   }
-  __syncthreads();
-  if (t < 256 && h[t]) {
-    atomicAdd(&a.head->sub[t], h[t]);
-    atomicMax(&a.head->submax[t], mx[t]);
-  }
-  __threadfence();
-  __syncthreads();
-  if (t == 0) last = atomicAdd(&a.head->sample_done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const u32 want2 = want - s_above;
-  const u32 c2 = t < 256 ? __ldcg(&a.head->sub[255 - t]) : 0;
-  Scan(scan).ExclusiveSum(c2, above);
-  if (t < 256 && above < want2 && want2 <= above + c2) a.head->thr = ~__ldcg(&a.head->submax[255 - t]);
 }
 
 // f(key, index, valid) for every element of the row, grid-stride, 16-byte loads, four per lane

@@ -149,32 +149,40 @@ __device__ void block_bitonic(P v, u32 cnt) {
   }
 }
 
-// The want-th greatest (1-based) of the kThreads * 2 keys held two per thread (k0, k1), by
-// radix selection: four 8-bit digit histograms in shared memory (hist: 256 words). Exact: the
-// result is one of the keys. Every thread of the block calls it and gets the result.
+// A threshold from kThreads * 2 keys held two per thread (k0, k1): the least key of the 16-bit
+// bin (two 8-bit digit histograms in shared memory, most significant first) holding the want-th
+// greatest. At least want of the keys are >= it, and it is one of them. hist: 512 words.
+// Every thread of the block calls it and gets the result.
 template <int kThreads, class Scan>
-__device__ u32 block_select_u32(u32 k0, u32 k1, u32 want, u32* hist, typename Scan::TempStorage& scan,
-                                u32* s_state) {
+__device__ u32 block_threshold_u32(u32 k0, u32 k1, u32 want, u32* hist, typename Scan::TempStorage& scan,
+                                   u32* s_state) {
   static_assert(kThreads >= 256, "one histogram bin per thread");
   const u32 t = threadIdx.x;
-  u32 prefix = 0, mask = 0, krem = want;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    if (t < 256) hist[t] = 0;
+  u32* least = hist + 256;  // ~least key per bin of the second digit
+  u32 prefix = 0, krem = want;
+  for (int shift = 24; shift >= 16; shift -= 8) {
+    if (t < 256) { hist[t] = 0; least[t] = 0; }
     __syncthreads();
-    if ((k0 & mask) == prefix) atomicAdd(&hist[(k0 >> shift) & 255u], 1u);
-    if ((k1 & mask) == prefix) atomicAdd(&hist[(k1 >> shift) & 255u], 1u);
+    const bool second = shift == 16;
+    if (!second || (k0 >> 24) == prefix) {
+      atomicAdd(&hist[(k0 >> shift) & 255u], 1u);
+      if (second) atomicMax(&least[(k0 >> shift) & 255u], ~k0);
+    }
+    if (!second || (k1 >> 24) == prefix) {
+      atomicAdd(&hist[(k1 >> shift) & 255u], 1u);
+      if (second) atomicMax(&least[(k1 >> shift) & 255u], ~k1);
+    }
     __syncthreads();
     const u32 c = t < 256 ? hist[255 - t] : 0;  // from the top
     u32 above = 0;
     Scan(scan).ExclusiveSum(c, above);
     if (t < 256 && above < krem && krem <= above + c) {
-      s_state[0] = prefix | ((255u - t) << shift);
+      s_state[0] = second ? ~least[255 - t] : 255u - t;
       s_state[1] = krem - above;
     }
     __syncthreads();
     prefix = s_state[0];
     krem = s_state[1];
-    mask |= 255u << shift;
     __syncthreads();
   }
   return prefix;

@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
   static_assert(kThrSample == 2 * kThrThreads, "two sampled keys per thread");
   const u32 k0 = order_key(x[u32((u64(t) * n) / kThrSample)]) ^ a.flip;
   const u32 k1 = order_key(x[u32((u64(t + kThrThreads) * n) / kThrSample)]) ^ a.flip;
-  const u32 thr = block_select_u32<kThrThreads, Scan>(k0, k1, a.want, reinterpret_cast<u32*>(list), tmp.scan,
+  const u32 thr = block_threshold_u32<kThrThreads, Scan>(k0, k1, a.want, reinterpret_cast<u32*>(list), tmp.scan,
                                                       s_state);
   __syncthreads();
   if (a.stop == 3) {
