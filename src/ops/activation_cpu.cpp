@@ -9,7 +9,7 @@
 //                evaluated in f32, against the 1-ulp libm erf that cost 9 ns per element here)
 //   gelu (tanh): u/2 · (1 + tanh(t)) = u·sigmoid(2t),  t = √(2/π)·(u + 0.044715u³)
 //   silu_gate:   a·sigmoid(a)·b
-// (exp: vexp; 1/q: vrcp, rows_cpu.hpp.) NaN propagates; gelu(+inf) = +inf, gelu(−inf) = NaN
+// (exp: vexp with the polynomial degree of the dtype; 1/q: vrcp, rows_cpu.hpp.) NaN propagates; gelu(+inf) = +inf, gelu(−inf) = NaN
 // (0·inf in both forms), silu(−inf) = NaN.
 #include <omp.h>
 
@@ -45,18 +45,21 @@ inline vf16 gelu_erf(vf16 u) {
 
 // v·sigmoid(a) = v / (1 + exp(−a)); sigmoid is exactly 0 for a < −80 (so −inf gives −inf·0 =
 // NaN, as the formula does), and exp(−a) stays below e^80 so that its reciprocal is normal.
+template <DType T>
 inline vf16 times_sigmoid(vf16 v, vf16 a) {
   const vf16 na = -a;
-  const vf16 s = vrcp(1.0f + vexp(na < 80.0f ? na : vsplat(80.0f)));
+  const vf16 s = vrcp(1.0f + vexp<exp_degree<T>>(na < 80.0f ? na : vsplat(80.0f)));
   return v * (a < -80.0f ? vf16{} : s);
 }
 
+template <DType T>
 inline vf16 gelu_tanh(vf16 u) {
   const vf16 t = ActivationMath::kSqrt2OverPi * (u + 0.044715f * u * u * u);
-  return times_sigmoid(u, 2.0f * t);
+  return times_sigmoid<T>(u, 2.0f * t);
 }
 
-inline vf16 silu(vf16 a) { return times_sigmoid(a, a); }
+template <DType T>
+inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, a); }
 
 // y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
 template <DType T, ActivationKind K>
@@ -67,10 +70,10 @@ inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t 
   }
   vf16 u = ld<T>(x, i, m);
   if constexpr (K == ActivationKind::silu_gate) {
-    return silu(u) * ld<T>(b, i, m);
+    return silu<T>(u) * ld<T>(b, i, m);
   } else {
     if (bias) u += ld<DType::f32>(bias, bi, m);
-    return K == ActivationKind::gelu_erf ? gelu_erf(u) : gelu_tanh(u);
+    return K == ActivationKind::gelu_erf ? gelu_erf(u) : gelu_tanh<T>(u);
   }
 }
 

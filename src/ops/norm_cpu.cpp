@@ -44,8 +44,9 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
         prefetch_ahead(at<S>(x, b + i));
         if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, b + i + 16));
       }
-      a0 += f(vload<S>(at<S>(x, b + i)));
-      a1 += f(vload<S>(at<S>(x, b + i + 16)));
+      vf16 v0, v1;
+      vload2_unordered<S>(at<S>(x, b + i), v0, v1);
+      a0 += f(v0), a1 += f(v1);
     }
     next->step(m);
     if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
@@ -67,7 +68,9 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
     for (; i < stop; i += 32) {
       prefetch_ahead(at<S>(x, i));
       if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
-      m0 = vmax16(vload<S>(at<S>(x, i)), m0), m1 = vmax16(vload<S>(at<S>(x, i + 16)), m1);
+      vf16 v0, v1;
+      vload2_unordered<S>(at<S>(x, i), v0, v1);
+      m0 = vmax16(v0, m0), m1 = vmax16(v1, m1);
     }
     next->step(stop - start);
   }
@@ -121,9 +124,9 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
   const float m = row_max<T>(x, n, next);
   if (kind == NormKind::softmax && n > kSoftmaxBufferMax) {
     // Long rows: exp computed twice (an f32 buffer of the row would take L2 from the rows).
-    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); }, next);
+    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, next);
     const float inv = float(1.0 / s);
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive(ld<T>(x, i, m2) - m) * inv; }, next);
+    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, next);
   } else if (kind == NormKind::softmax) {
     // e = exp(x − m) into buf, Σe; then y = e / Σe (a NaN in the row makes Σe, so y, NaN).
     double s = 0;
@@ -132,15 +135,15 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
       vf16 a0{}, a1{};
       std::int64_t i = b0;
       for (; i + 32 <= end; i += 32) {
-        const vf16 e0 = vexp_nonpositive(vload<T>(at<T>(x, i)) - m);
-        const vf16 e1 = vexp_nonpositive(vload<T>(at<T>(x, i + 16)) - m);
+        const vf16 e0 = vexp_nonpositive<exp_degree<T>>(vload<T>(at<T>(x, i)) - m);
+        const vf16 e1 = vexp_nonpositive<exp_degree<T>>(vload<T>(at<T>(x, i + 16)) - m);
         vstore<DType::f32>(buf + i, e0);
         vstore<DType::f32>(buf + i + 16, e1);
         a0 += e0, a1 += e1;
       }
       for (; i < end; i += 16) {
         const int k = int(std::min<std::int64_t>(16, end - i));
-        const vf16 e = vexp_nonpositive(ld<T>(x, i, k, -INFINITY) - m);
+        const vf16 e = vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, k, -INFINITY) - m);
         if (k == 16) vstore<DType::f32>(buf + i, e);
         else vstore_part<DType::f32>(buf + i, k, e);
         a0 += e;
@@ -151,7 +154,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
     const float inv = float(1.0 / s);
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<DType::f32>(buf, i, m) * inv; }, next);
   } else {
-    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive(v - m); }, next);
+    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, next);
     const float shift = float(double(m) + std::log(s));
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) - shift; }, next);
   }

@@ -260,6 +260,22 @@ inline void vstore2(void* p, vf16 a, vf16 b, bool nt) {
   }
 }
 
+// 32 elements at p as two 16-lane vectors in an unspecified (fixed) order, for reductions:
+// bf16 as even / odd elements (2 instructions instead of 4), other types in order.
+template <DType T>
+inline void vload2_unordered(const void* p, vf16& a, vf16& b) {
+#if defined(__AVX512F__)
+  if constexpr (T == DType::bf16) {
+    const __m512i z = _mm512_loadu_si512(p);
+    a = (vf16)_mm512_castsi512_ps(_mm512_slli_epi32(z, 16));
+    b = (vf16)_mm512_castsi512_ps(_mm512_and_si512(z, _mm512_set1_epi32(int(0xffff0000u))));
+    return;
+  }
+#endif
+  a = vload<T>(p);
+  b = vload<T>(static_cast<const char*>(p) + 16 * kElemBytes<T>);
+}
+
 // The first m (< 16) elements at p; the other lanes are `pad`.
 template <DType T>
 inline vf16 vload_part(const void* p, int m, float pad) {
@@ -410,26 +426,43 @@ inline vf16 vrcp(vf16 q) {
 #endif
 }
 
-// exp on 16 lanes as 2^t, t = x·log2 e: k = rint(t), 2^(t − k) on [−1/2, 1/2] by a degree-5
-// polynomial (relative minimax fit with p(0) = 1, 1.8e-7 in f32 arithmetic), times 2^k (vscalefps: exact,
-// overflow to +inf and gradual underflow to 0 included). t is clamped to [−160, 160] first, so
-// ±inf give +inf / 0 and NaN stays NaN. The rounding of t adds |t|·2^-24 relative error (< 1e-6
-// for the |x| < 10 that matter in a softmax sum; exp_f32 in vec_math.hpp is the 1–2 ulp one).
+// exp on 16 lanes as 2^t, t = x·log2 e: k = rint(t), 2^(t − k) on [−1/2, 1/2] by a polynomial
+// (relative minimax fits with p(0) = 1; evaluated in f32: degree 5: 1.8e-7, 4: 2.9e-6, 3:
+// 1.0e-4), times 2^k (vscalefps: exact, overflow to +inf and gradual underflow to 0 included).
+// t is clamped to [−160, 160] first, so ±inf give +inf / 0 and NaN stays NaN. The rounding of t
+// adds |t|·2^-24 relative error (< 1e-6 for the |x| < 10 that matter in a softmax sum;
+// exp_f32 in vec_math.hpp is the 1–2 ulp one). Degree by the precision of the result's dtype:
+// exp_degree<T> (f32: 5; f16: 4; bf16: 3, a 40th of a bf16 ulp).
+template <int Deg>
 inline vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element row is 0)
-  vf16 p = f * 1.3264708686619997e-3f + 9.671511128544807e-3f;
-  p = p * f + 5.550733953714371e-2f;
-  p = p * f + 2.4022242426872253e-1f;
-  p = p * f + 6.931470036506653e-1f;
+  static_assert(Deg >= 3 && Deg <= 5);
+  vf16 p;
+  if constexpr (Deg == 5) {
+    p = f * 1.3264708686619997e-3f + 9.671511128544807e-3f;
+    p = p * f + 5.550733953714371e-2f;
+    p = p * f + 2.4022242426872253e-1f;
+    p = p * f + 6.931470036506653e-1f;
+  } else if constexpr (Deg == 4) {
+    p = f * 9.582829661667347e-3f + 5.5906400084495544e-2f;
+    p = p * f + 2.4024099111557007e-1f;
+    p = p * f + 6.931241750717163e-1f;
+  } else {
+    p = f * 5.500869080424309e-2f + 2.4221062660217285e-1f;
+    p = p * f + 6.932829022407532e-1f;
+  }
   return p * f + 1.0f;
 }
-template <bool Upper>
+template <DType T>
+constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
+
+template <bool Upper, int Deg>
 inline vf16 vexp_impl(vf16 x) {
   vf16 t = x * 1.44269504088896341f;
   if constexpr (Upper) t = t > 160.0f ? vsplat(160.0f) : t;
   t = t < -160.0f ? vsplat(-160.0f) : t;
 #if defined(__AVX512F__)
   const vf16 k = (vf16)_mm512_roundscale_ps((__m512)t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  return (vf16)_mm512_scalef_ps((__m512)exp2_poly(t - k), (__m512)k);
+  return (vf16)_mm512_scalef_ps((__m512)exp2_poly<Deg>(t - k), (__m512)k);
 #else
   const vf16 k = (t + 12582912.0f) - 12582912.0f;  // rint for |t| < 2^22
   // 2^k in three factors, each a normal number (k in [−160, 160]), so the product under- and
@@ -441,12 +474,14 @@ inline vf16 vexp_impl(vf16 x) {
   std::memcpy(&s1, &b1, sizeof s1);
   std::memcpy(&s2, &b2, sizeof s2);
   std::memcpy(&s3, &b3, sizeof s3);
-  return exp2_poly(t - k) * s1 * s2 * s3;
+  return exp2_poly<Deg>(t - k) * s1 * s2 * s3;
 #endif
 }
 // exp(x), any x (x > 110: +inf, x < −110: 0, NaN: NaN).
-inline vf16 vexp(vf16 x) { return vexp_impl<true>(x); }
+template <int Deg = 5>
+inline vf16 vexp(vf16 x) { return vexp_impl<true, Deg>(x); }
 // exp(x) for x <= 0 or −inf (softmax's exp(x − max)); x < −110 gives 0, NaN stays NaN.
-inline vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false>(x); }
+template <int Deg = 5>
+inline vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false, Deg>(x); }
 
 }  // namespace sixfold::detail
