@@ -1,36 +1,29 @@
-// src/cuda/topk.cu — exact top-k on the GPU by radix selection over order-preserving keys.
+// src/cuda/topk.cu — exact top-k of long rows on the GPU (batched rows: src/cuda/topk_rows.cu).
 //
 // Each value maps to an unsigned key, greater = better (NaN → all ones, −0 → +0, bits flipped
-// for `smallest`; 16-bit floats widen to f32 keys, f64 has 64-bit keys). The k-th best key is
-// found a digit at a time, most significant first: a histogram of the digit among the elements
-// that match the digits found so far gives the bucket holding the k-th (redundancy: everything
-// above it is selected, everything below it rejected, without ordering either). Ties at the
-// k-th key go to the lowest indices, so the selected set is deterministic.
+// for `smallest`; 16-bit floats widen to f32 keys, f64 has 64-bit keys). Ties go to the lowest
+// indices, so the result is deterministic.
 //
-// One long row:
-//   sample   2048 runs of 128 keys: a histogram of their top 16 bits gives the bucket where the
-//            sampled count from the top reaches want ≈ 1.5·(expected sampled keys among the top
-//            k) + 4σ + 8; thr = the least sampled key in that bucket (a real key, so ties at thr
-//            are caught exactly)
-//   one pass over the input (16-byte loads, segments per block in index order): keys above thr
-//            are compacted into candidates (warp-aggregated appends), keys equal to thr counted
-//            per block; the last block chooses the path:
-//     kCand  ≥ k candidates: radix selection continues on them only (digits 12/12/8, f64 12×5+4:
-//            histogram, bucket of the k-th, compaction), lowest indices among exact ties by
-//            bisection in one block
-//     kTies  fewer than k above thr but enough ties: all candidates + the first ties in index
-//            order (per-block counts, their scan, block-scanned ranks)
-//     kFull  the sample misled: digit histograms over the input, compaction of the k-th bucket
-//            (or, when it does not fit, further digit passes and an ordered tie pass)
-//   The host reads the chosen path (one stream synchronization) and launches only that path;
-//   under CUDA-graph capture every path is launched and the others skip on the device.
-// Batched rows (src/cuda/topk_rows.cu): one block per row (topk_rows_block): digit histograms in shared memory, the first
-//   digit's bucket (and above) compacted in index order, the later digits on that short list,
-//   then an ordered selection (block-scanned ranks) and, for k <= 1024, a bitonic sort in shared
-//   memory; larger k goes through CUB's segmented sort. (A sampled-threshold pre-pass measured
-//   slower: dev/topk/topk_v3_rows_sampled.cu.)
-// Sorted output of the long-row path: the selected (key, index) pairs are sorted with CUB's
-// stable radix sort (index ascending, then key descending), then values are gathered from x.
+// 32-bit keys, rows of fewer than 2^32 − 1 elements, k <= 2^22 (lr::, the path the benchmarks
+// take): three launches in stream order and no host synchronization —
+//   memset of a small head, then
+//   lr_sample  (cooperative, 64 blocks) a strided sample of 65536 keys; thr = a real sampled key
+//              with about 1.5× the expected count of sampled keys among the top k (+ 4σ + 8)
+//              at or above it (three 8-bit digit rounds, grid barriers between them)
+//   lr_filter  (a programmatic dependent of the sample: its first loads go out before thr is
+//              known) one read of the row with 16-byte loads; keys > thr appended as 64-bit
+//              composites (key << 32 | ~index: distinct, larger = better, lower index first
+//              among equal keys) through per-warp staging buffers; keys == thr counted per
+//              segment of 16384 elements
+//   lr_tail    (cooperative, 2 blocks per SM, grid barriers through an atomic counter) chooses on
+//              the device: A >= k candidates → the top k of them; B fewer but enough ties → all
+//              candidates, then the first ties in index order; C the sample misled → digit
+//              histograms over the row find the k-th key, one more read selects. Then the
+//              winners are sorted in the same kernel (a 16-bit digit below their common prefix,
+//              offsets from the top, a scatter, each bin sorted by a lane, a warp or a block).
+// Other long rows (f64 keys, longer rows, larger k; v3, run_single_rows): the sample, one
+// filtering pass, the host reads the chosen path (one synchronization) and launches digit passes
+// over the candidates, then CUB sorts the k winners.
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -554,20 +547,11 @@ __global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a,
   }
 }
 
-// ---- one long row, 32-bit keys, n < 2^32 - 1 (v4): two launches, no host synchronization -------
-// lr_sample: a strided sample of 65536 keys; its last block picks thr, a real sampled key with
-//   about 1.5x the expected count of sampled keys among the top k (plus 4 sigma + 8) above it.
-// lr_fused: one persistent grid (2 blocks per SM, all resident; grid barriers through an atomic
-//   counter). Filter: one read of the row, 16-byte loads; keys > thr are appended as 64-bit
-//   composites (key << 32 | ~index: all distinct, larger = better, ties won by the lower index);
-//   keys == thr are counted per segment of 16384 elements. Then, decided on the device:
-//   A  >= k candidates: the top k of them, sorted (lr_sort_top)
-//   B  fewer than k, enough ties: the candidates sorted, then the first ties in index order
-//   C  the sample misled (or too many candidates): digit histograms over the row (12, 12, 8
-//      bits) find the k-th key exactly, one more read selects, then lr_sort_top.
+// ---- one long row, 32-bit keys, n < 2^32 - 1 (see the top of the file) ----------------------
 // lr_sort_top: a 16-bit digit right below the candidates' common prefix; a histogram, offsets
-//   from the top (only bins that start before k), a scatter, then each bin sorted: <= 32 by one
-//   warp (rank counting), larger by one block (bitonic, in shared memory up to 4096).
+//   from the top (only bins that start before k), a scatter, then each bin sorted: up to 4 by
+//   one lane, up to 32 by one warp (rank counting), larger by one block (bitonic, in shared
+//   memory up to 4096, else in global memory).
 namespace lr {
 
 constexpr int kSample = 65536, kSampleThreads = 1024;

@@ -1,9 +1,15 @@
-// src/cuda/topk_rows.cu — top-k of many rows on the GPU, one block per row (topk_rows_block):
-// radix selection over order-preserving keys (see src/cuda/topk.cu) with shared-memory digit
-// histograms, the first digit's bucket (and above) compacted in index order so that the later
-// digits and the ordered selection read that short list instead of the row, ties resolved by
-// block-scanned ranks in index order (deterministic), and for k <= 1024 a bitonic sort of the
-// selected (key, index) pairs in shared memory; larger k goes through CUB's segmented sort.
+// src/cuda/topk_rows.cu — top-k of many rows on the GPU, one block per row.
+// k <= 1024, rows of >= 8192, 32-bit keys (topk_rows_thr, the path the benchmarks take): a
+// threshold from a strided sample of 1024 keys (two 8-bit digit histograms), one read of the row
+// with 16-byte loads appending keys above it as 64-bit composites (key << 32 | ~index) to
+// per-warp parts of a shared list, the list sorted (bitonic), ties at the threshold taken in
+// index order; rows where the sample misled are flagged and redone by topk_rows_block.
+// Otherwise (topk_rows_block): radix selection over order-preserving keys (see src/cuda/topk.cu)
+// with shared-memory digit histograms, the first digit's bucket (and above) compacted in index
+// order so that the later digits and the ordered selection read that short list instead of the
+// row, ties resolved by block-scanned ranks in index order (deterministic), and for k <= 1024 a
+// bitonic sort of the selected (key, index) pairs in shared memory; larger k goes through CUB's
+// segmented sort.
 #include <cmath>
 #include <vector>
 
@@ -199,13 +205,15 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
 }
 
 // ---- batched rows by a sampled threshold (32-bit keys, k <= kThrMaxK) ---------------------------
-// One block per row: the want-th best of a strided sample of 1024 keys (bitonic in shared
-// memory) is the threshold thr; one read of the row (16-byte loads, four per thread in flight)
-// appends every key > thr as a 64-bit composite (key << 32 | ~index: distinct, larger = better,
-// lower index first among equal keys) to a shared list and counts keys == thr. With >= k
-// composites: the list sorted (bitonic), its first k are the answer. Fewer, but enough ties:
-// the list, then the first ties in index order (an ordered pass over the row). Otherwise (the
-// sample misled, or the list overflowed) the row is flagged and topk_rows_block redoes it.
+// One block per row: thr = the least sampled key of the 16-bit bin holding the want-th best of
+// a strided sample of 1024 keys (block_threshold_u32); the row's first loads go out before it is
+// known. One read of the row (16-byte loads, four per thread in flight) appends every key > thr
+// as a 64-bit composite (key << 32 | ~index: distinct, larger = better, lower index first among
+// equal keys) to the warp's own part of a shared list (no shared counter), and counts keys ==
+// thr. With >= k composites: the list compacted and sorted (bitonic), its first k are the
+// answer. Fewer, but enough ties: the list, then the first ties in index order (an ordered pass
+// over the row). Otherwise (the sample misled, or a warp's part overflowed) the row is flagged
+// and topk_rows_block redoes it.
 constexpr int kThrThreads = 512, kThrCap = 4096, kThrSample = 1024, kThrMaxK = 1024;
 constexpr std::int64_t kThrMinN = 8192;
 
