@@ -17,6 +17,8 @@
 //                                group's dw/db for their columns in thread-private shared-memory
 //                                slots (with the weight), so that the kernel fits 64 registers
 //                                and two blocks share an SM (v5; v4 keeps them in registers).
+//                                Where a block has few rows, clusters of 8 blocks add their
+//                                slots through distributed shared memory first (v6).
 //                                Per row: 16 elements, ~10 instructions each; the reductions are
 //                                butterflies of plain adds (block_sum).
 //   longer rows     bwd_stats_chunks (per 8192-element chunk: its state) → bwd_stats_finish
@@ -872,8 +874,9 @@ int blocks_per_sm(const void* kernel, int threads, std::size_t smem, int device)
   return blocks;
 }
 
-// Blocks per cluster of the smem variant (v6). SIXFOLD_NORM_BWD_KERNEL=smem1: no clusters (v5).
-constexpr int kGradCluster = 8;
+// Blocks per cluster of the smem variant (v6), used where a block has fewer than
+// kClusterBelowRows rows. SIXFOLD_NORM_BWD_KERNEL=smem1: never clusters (v5).
+constexpr int kGradCluster = 8, kClusterBelowRows = 16;
 
 // cudaOccupancyMaxActiveClusters for the launch `cfg` (its cluster size, block and shared
 // memory), remembered per (device, kernel, threads, shared memory, cluster size); 0 where the
@@ -946,8 +949,9 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 }
 
 // Which variant of bwd_rows_regs rms / layer backward use (n ≤ 8192; dev/norm/README.md has
-// the versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = smem (v5, the default:
-// weight and dw/db in shared memory, two 512-thread blocks per SM) | regs (v4: the same
+// the versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = smem (the default: v5 =
+// weight and dw/db in shared memory, two 512-thread blocks per SM; v6 = v5 in clusters of 8
+// where blocks have few rows) | smem1 (v5 alone) | regs (v4: the same
 // arithmetic with weight and dw/db in registers, one 512-thread block per SM) | regs0 (v0, the
 // kernel of runs C/D: v4's layout with the old reductions and divisions; bf16 16-byte rows only,
 // else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4 has them).
@@ -1011,6 +1015,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     // Blocks resident at once (whole clusters), at least one row each.
     std::int64_t capacity =
         std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, device)) * sms;
+    // Clusters only where a block has few rows, so that its partial row is a large share of the
+    // traffic: H200 run H, clusters of 8 vs none: 4096x4096 (8 rows per block) rms 48.9 -> 58.2%,
+    // layer 34.6 -> 46.0% of copy; 65536x1024 (31 rows per block, 64-thread blocks) rms 79.7 ->
+    // 70.1%, layer 66.2 -> 55.0%; 16384x8192 (62 rows) within 1.3 points.
+    if (cluster > 1 && ceil_div(rows, std::min(rows, capacity)) >= kClusterBelowRows) cluster = 1;
     if (cluster > 1) {
       const int clusters = clusters_resident(reinterpret_cast<const void*>(kernel), cfg, device);
       if (clusters > 0) capacity = std::int64_t(clusters) * cluster;
