@@ -53,6 +53,31 @@ struct Row {
   void* dx;
 };
 
+// Pass C of rms/layer: dx = r·(g − mean(g) − (x − μ)·k), dw += dy·(x − μ)·r, db += dy (μ and
+// mean(g) are 0 for rms: not subtracted).
+template <DType T, bool Layer, bool Dw, bool Db>
+void backward_write(void* dx, const void* x, const void* dy, const float* w, float* dw, float* db, std::int64_t n,
+                    float mf, float rs, float k, float mean_g, bool nt, RowStream* next) {
+  write_row<T>(dx, n, nt, [=](std::int64_t i, int m) {
+    vf16 xc = ld<T>(x, i, m);
+    if constexpr (Layer) xc -= mf;
+    const vf16 d = ld<T>(dy, i, m);
+    if constexpr (Dw) {
+      const vf16 v = ld<DType::f32>(dw, i, m) + d * (xc * rs);
+      if (m == 16) vstore<DType::f32>(dw + i, v);
+      else vstore_part<DType::f32>(dw + i, m, v);
+    }
+    if constexpr (Db) {
+      const vf16 v = ld<DType::f32>(db, i, m) + d;
+      if (m == 16) vstore<DType::f32>(db + i, v);
+      else vstore_part<DType::f32>(db + i, m, v);
+    }
+    vf16 g = d * ld<DType::f32>(w, i, m);
+    if constexpr (Layer) g -= mean_g;
+    return rs * (g - xc * k);
+  }, next);
+}
+
 template <DType T>
 void norm_backward_row(const NormBackwardArgs& a, const Row& row, const float* w, float* dw, float* db,
                        bool nt, RowStream* next) {
@@ -89,20 +114,17 @@ void norm_backward_row(const NormBackwardArgs& a, const Row& row, const float* w
     rs = float(1.0 / std::sqrt(s[0] / double(n) + double(a.eps)));
     k = float(s[1] / double(n)) * rs * rs;
   }
-  write_row<T>(row.dx, n, nt, [=](std::int64_t i, int m) {
-    const vf16 xc = ld<T>(x, i, m) - mf, d = ld<T>(dy, i, m);
-    if (dw) {
-      const vf16 v = ld<DType::f32>(dw, i, m) + d * (xc * rs);
-      if (m == 16) vstore<DType::f32>(dw + i, v);
-      else vstore_part<DType::f32>(dw + i, m, v);
+  const int grads = (dw ? 1 : 0) | (db ? 2 : 0);
+  if (layer) {
+    switch (grads) {
+      case 0: return backward_write<T, true, false, false>(row.dx, x, dy, w, dw, db, n, mf, rs, k, mean_g, nt, next);
+      case 1: return backward_write<T, true, true, false>(row.dx, x, dy, w, dw, db, n, mf, rs, k, mean_g, nt, next);
+      case 2: return backward_write<T, true, false, true>(row.dx, x, dy, w, dw, db, n, mf, rs, k, mean_g, nt, next);
+      default: return backward_write<T, true, true, true>(row.dx, x, dy, w, dw, db, n, mf, rs, k, mean_g, nt, next);
     }
-    if (db) {
-      const vf16 v = ld<DType::f32>(db, i, m) + d;
-      if (m == 16) vstore<DType::f32>(db + i, v);
-      else vstore_part<DType::f32>(db + i, m, v);
-    }
-    return rs * (d * ld<DType::f32>(w, i, m) - mean_g - xc * k);
-  }, next);
+  }
+  if (dw) return backward_write<T, false, true, false>(row.dx, x, dy, w, dw, db, n, mf, rs, k, mean_g, nt, next);
+  backward_write<T, false, false, false>(row.dx, x, dy, w, dw, db, n, mf, rs, k, mean_g, nt, next);
 }
 
 template <DType T>
