@@ -359,6 +359,7 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
     if ((c.kind == NormKind::rms || c.kind == NormKind::layer) && c.n <= 8192) cases.push_back(c);
   for (NormKind k : {NormKind::rms, NormKind::layer})
     for (DType t : {DType::bf16, DType::f16}) {
+      if (std::getenv("SIXFOLD_TEST_SMALL")) break;  // not under the sanitizer
       cases.push_back({k, t, 700, 8192, true, false});
       cases.push_back({k, t, 1500, 2048, false, false});
       cases.push_back({k, t, 6000, 1024, true, true});
