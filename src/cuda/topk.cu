@@ -910,7 +910,7 @@ constexpr int kFilterThreads = 512, kWarpBuf = 64;
 // The filter: one read of the row. Candidates (keys > thr) go through a per-warp staging
 // buffer in shared memory to the global list, 32 at a time (one atomic per 32, not per ballot).
 // A programmatic dependent of lr_sample: the first loads are issued before its threshold exists.
-template <class T, int kMinBlocks, int U>
+template <class T, int kMinBlocks, int U, bool kStreamLoads>
 __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> a) {
   __shared__ u64 wbuf[kFilterThreads / 32][kWarpBuf];
   const int t = threadIdx.x;
@@ -929,7 +929,7 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const u64 v = b + u * 32 + lane;
-    e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+    e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
   }
   asm volatile("griddepcontrol.wait;" ::: "memory");  // lr_sample's threshold and zeroed counts
   const u32 thr = __ldcg(&a.head->thr);
@@ -985,7 +985,7 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const u64 v = b + u * 32 + lane;
-      e[u] = v < nv ? __ldg(xv + v) : make_uint4(0, 0, 0, 0);
+      e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
     }
   }
   const u64 rest = h + nv * W, scal = h + (a.n - rest);
@@ -1111,14 +1111,18 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
 
 }  // namespace lr
 
-// The filter's shape: 3 blocks of 512 per multiprocessor with 4 16-byte loads in flight per
-// thread (default), or 2 blocks with 8 (dev hook for A/B timing: SIXFOLD_TOPK_FILTER=2x8).
-inline bool lr_filter_2x8() {
-  static const bool v = [] {
+// The filter's variant: 3 blocks of 512 per multiprocessor with 4 16-byte loads in flight per
+// thread (default); dev hooks for A/B timing: SIXFOLD_TOPK_FILTER=2x8 (2 blocks, 8 loads in
+// flight; measured the same on the H200), =cs (the default with cache-streaming loads; not yet
+// measured).
+template <class T>
+auto lr_filter_kernel() {
+  static const int v = [] {
     const char* e = std::getenv("SIXFOLD_TOPK_FILTER");
-    return e && std::string(e) == "2x8";
+    const std::string s = e ? e : "";
+    return s == "2x8" ? 1 : s == "cs" ? 2 : 0;
   }();
-  return v;
+  return v == 1 ? lr::lr_filter<T, 2, 8, false> : v == 2 ? lr::lr_filter<T, 3, 4, true> : lr::lr_filter<T, 3, 4, false>;
 }
 
 // Grids of lr_filter (as many blocks as fit) and lr_tail (2 per multiprocessor, all resident),
@@ -1132,10 +1136,7 @@ void lr_grids(int device, int& filter, int& tail) {
   if (filter && tail) return;
   int sms = 0, occ_f = 0, occ_t = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-  if (lr_filter_2x8())
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_f, lr::lr_filter<T, 2, 8>, lr::kFilterThreads, 0), kWhere);
-  else
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_f, lr::lr_filter<T, 3, 4>, lr::kFilterThreads, 0), kWhere);
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_f, lr_filter_kernel<T>(), lr::kFilterThreads, 0), kWhere);
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_t, lr::lr_tail<T>, lr::kThreads, 0), kWhere);
   if (occ_f < 1 || occ_t < 1) throw_error(kWhere, "the long-row kernels do not fit a multiprocessor");
   filter = sms * occ_f;
@@ -1209,7 +1210,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     cfg.blockDim = dim3(kFilterThreads);
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
-    auto* filter = lr_filter_2x8() ? lr_filter<T, 2, 8> : lr_filter<T, 3, 4>;
+    auto* filter = lr_filter_kernel<T>();
     if (cudaLaunchKernelEx(&cfg, filter, r) != cudaSuccess) {
       (void)cudaGetLastError();
       filter<<<unsigned(grid_filter), kFilterThreads, 0, stream>>>(r);
