@@ -358,9 +358,6 @@ inline void stream_fence() {
 #endif
 }
 
-// Writes the n elements of the row at dst (element type T): the chunk at i with m lanes is
-// g(i, m) (m == 16 in the body, which inlining specializes). With nt (and dst aligned to the
-// element size) the body is written with non-temporal stores from dst's 64-byte boundary on.
 // Software prefetch (into L2) of the rows a thread reads next, for row kernels that read a row
 // from memory once and then work on it from cache: without it no read is in flight during the
 // passes from cache. The cursor runs `lead` bytes ahead of the rows being worked on and advances
@@ -391,6 +388,10 @@ struct RowStream {
   }
 };
 
+// Writes the n elements of the row at dst (element type T): the chunk at i with m lanes is
+// g(i, m) (m == 16 in the body, which inlining specializes). With nt (and dst aligned to the
+// element size) the body is written with non-temporal stores from dst's 64-byte boundary on.
+// The prefetch stream steps after each block of up to 1024 elements.
 template <DType T, class G>
 inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
   nt = nt && reinterpret_cast<std::uintptr_t>(dst) % kElemBytes<T> == 0;
