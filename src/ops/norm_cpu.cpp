@@ -48,12 +48,38 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
       vload2_unordered<S>(at<S>(x, b + i), v0, v1);
       a0 += f(v0), a1 += f(v1);
     }
-    next->step(m);
+    if (next) next->step(m);
     if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
     if (i < m) a1 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
     total += double(hsum16(a0 + a1));
   }
   return total;
+}
+
+// Σ(v − k) and Σ(v − k)² over the row (as row_sum, both at once; padded lanes hold k).
+template <DType S, bool Prefetch>
+void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, RowStream* next) {
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t m = std::min(kBlock, n - b);
+    vf16 a0{}, a1{}, q0{}, q1{};
+    std::int64_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+      if constexpr (Prefetch) {
+        prefetch_ahead(at<S>(x, b + i));
+        if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, b + i + 16));
+      }
+      vf16 v0, v1;
+      vload2_unordered<S>(at<S>(x, b + i), v0, v1);
+      v0 -= k, v1 -= k;
+      a0 += v0, a1 += v1, q0 += v0 * v0, q1 += v1 * v1;
+    }
+    next->step(m);
+    for (; i < m; i += 16) {
+      const vf16 v = ld<S>(x, b + i, int(std::min<std::int64_t>(16, m - i)), k) - k;
+      a0 += v, q0 += v * v;
+    }
+    s1 += double(hsum16(a0 + a1)), s2 += double(hsum16(q0 + q1));
+  }
 }
 
 // max of the row (from memory), NaN elements skipped: a NaN still makes the row NaN through
@@ -107,10 +133,20 @@ void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int6
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<W>(w, i, m); }, next);
   } else {
-    const double mean = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v; }, next) / double(n);
+    // One pass from memory: Σ(x − K) and Σ(x − K)² about K = the mean of the first (up to) 64
+    // elements, var = Σ(x − K)²/n − (μ − K)². Exact enough when (μ − K)² <= var (the shift then
+    // at most doubles the relative error of the sums); otherwise (a row whose first elements
+    // are far from its mean) the exact second pass Σ(x − μ)² from cache.
+    const std::int64_t nk = std::min<std::int64_t>(n, 64);
+    const float kf = float(row_sum<S, false>(src, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
+    double s1 = 0, s2 = 0;
+    row_sum2<S, FromMemory>(src, n, kf, s1, s2, next);
+    const double d = s1 / double(n), mean = double(kf) + d;
+    double var = s2 / double(n) - d * d;
     const float mf = float(mean);
-    const double ss = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, next);
-    const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
+    if (!(d * d <= var))  // also NaN / inf rows: the exact pass propagates them as before
+      var = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr) / double(n);
+    const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
     const void* b = c.b;
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) {
       return (ld<S>(src, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(b, i, m);
@@ -181,7 +217,7 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
     }
     next.row_bytes = n * kElemBytes<T>;
     // Passes over a row that step the prefetch (see norm_row, softmax_row, add_pass).
-    next.per_row = n * ((a.kind == NormKind::rms ? 2 : 3) + (add ? 1 : 0));
+    next.per_row = n * (2 + (a.kind == NormKind::softmax || a.kind == NormKind::log_softmax ? 1 : 0) + (add ? 1 : 0));
     next.start(lo, hi);
     for (std::int64_t r = lo; r < hi; ++r) {
       const void* x = at<T>(a.x.data, r * a.x.row_stride);
