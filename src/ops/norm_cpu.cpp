@@ -1,13 +1,15 @@
 // CPU backend of the norm ops: rows spread over all cores (static contiguous ranges), each row
 // read from memory once and rewritten from L1/L2, 16 f32 lanes at a time (rows_cpu.hpp):
 //
-//   pass A (memory → registers, software prefetch 4 KB ahead): the streaming statistic —
-//           Σx² (rms), Σx (layer), max (softmax kinds); with a residual, s = x + r is rounded to
-//           the dtype, written to sum_out and kept as f32 in a per-thread row buffer;
-//   pass B (from cache): the statistic that needs pass A's — Σ(x − μ)² (layer),
-//           exp(x − max) and its sum (softmax: kept in the row buffer), Σexp(x − max) (log);
+//   pass A (memory → registers, software prefetch 4 KB ahead and the RowStream one row ahead):
+//           the streaming statistic — Σx² (rms), Σ(x − K) and Σ(x − K)² (layer, K: the mean
+//           of the first 64 elements), max (softmax kinds); with a residual, s = x + r is
+//           rounded to the dtype, written to sum_out and kept as f32 in a per-thread row buffer;
+//   pass B (from cache): the statistic that needs pass A's — exp(x − max) and its sum
+//           (softmax: kept in the row buffer up to 65536 elements), Σexp(x − max) (log), and
+//           for layer only when the shift was too far from the mean, Σ(x − μ)²;
 //   pass C (from cache → memory): the output, converted and written once (non-temporal stores
-//           for outputs larger than the cache).
+//           for outputs of 8 MB and more).
 //
 // Sums: f32 lanes over blocks of 1024 elements (≤ 64 adds per lane), blocks added in f64, so
 // 1M-element rows keep f32-level accuracy; the result depends on the row only (not on threads,
