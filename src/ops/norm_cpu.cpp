@@ -31,11 +31,12 @@ namespace {
 constexpr std::int64_t kBlock = 1024;
 constexpr std::int64_t kF32WeightsMax = 32768;     // longer rows read weight/bias in their dtype
 constexpr std::int64_t kSoftmaxBufferMax = 65536;  // longer rows recompute exp (no row buffer)
+constexpr std::int64_t kSplitRowBytes = 1 << 20;   // rows this long are split over the threads
 
 // Σ f(v) over the n elements of the row at x (element type S); padded lanes hold `pad`, and
 // f(pad) must be 0. Prefetch: 4 KB ahead, when the row comes from memory (pass A).
 template <DType S, bool Prefetch, class F>
-double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
+double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next, double* blocks = nullptr) {
   double total = 0;
   for (std::int64_t b = 0; b < n; b += kBlock) {
     const std::int64_t m = std::min(kBlock, n - b);
@@ -54,13 +55,15 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next) {
     if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
     if (i < m) a1 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
     total += double(hsum16(a0 + a1));
+    if (blocks) blocks[b / kBlock] = double(hsum16(a0 + a1));
   }
   return total;
 }
 
 // Σ(v − k) and Σ(v − k)² over the row (as row_sum, both at once; padded lanes hold k).
 template <DType S, bool Prefetch>
-void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, RowStream* next) {
+void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, RowStream* next,
+              double* b1 = nullptr, double* b2 = nullptr) {
   for (std::int64_t b = 0; b < n; b += kBlock) {
     const std::int64_t m = std::min(kBlock, n - b);
     vf16 a0{}, a1{}, q0{}, q1{};
@@ -81,6 +84,7 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
       a0 += v, q0 += v * v;
     }
     s1 += double(hsum16(a0 + a1)), s2 += double(hsum16(q0 + q1));
+    if (b1) b1[b / kBlock] = double(hsum16(a0 + a1)), b2[b / kBlock] = double(hsum16(q0 + q1));
   }
 }
 
@@ -238,6 +242,96 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
   }
 }
 
+// Rows of at least kSplitRowBytes (longer than a core's L2 can keep while it works on them),
+// without a residual: every row is cut at 1024-element blocks into one slice per thread; each
+// thread reduces its slice from memory into per-block sums, the threads meet at a barrier, and
+// each adds all the blocks in row order (the monoid's merge: the same f64 additions, so the same
+// bits, as one thread working on the whole row), then rewrites its slice from its own L2.
+template <DType T, DType W>
+void split_rows(const NormArgs& a, const Ctx& c) {
+  const std::int64_t n = a.x.n, rows = a.x.rows, nb = (n + kBlock - 1) / kBlock;
+  std::vector<double> p1[2] = {std::vector<double>(std::size_t(nb)), std::vector<double>(std::size_t(nb))};
+  std::vector<double> p2[2] = {std::vector<double>(std::size_t(nb)), std::vector<double>(std::size_t(nb))};
+  std::vector<float> maxes[2];
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#pragma omp single
+    maxes[0].assign(std::size_t(nt), 0.0f), maxes[1].assign(std::size_t(nt), 0.0f);
+    const std::int64_t c0 = std::min(n, nb * t / nt * kBlock), c1 = std::min(n, nb * (t + 1) / nt * kBlock);
+    const std::int64_t len = c1 - c0, b0 = c0 / kBlock;
+    const void* w = c.w ? at<W>(c.w, c0) : nullptr;
+    const void* bias = c.b ? at<W>(c.b, c0) : nullptr;
+    RowStream next;
+    next.base[0] = static_cast<const char*>(at<T>(a.x.data, c0)), next.stride[0] = a.x.row_stride * kElemBytes<T>;
+    next.row_bytes = std::max<std::int64_t>(len, 1) * kElemBytes<T>;
+    next.per_row = std::max<std::int64_t>(len, 1) * 2;
+    next.start(0, rows);
+    auto total = [nb](const std::vector<double>& p) {
+      double s = 0;
+      for (std::int64_t b = 0; b < nb; ++b) s += p[std::size_t(b)];
+      return s;
+    };
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const int par = int(r & 1);
+      const void* xr = at<T>(a.x.data, r * a.x.row_stride);
+      const void* x = at<T>(xr, c0);
+      void* y = at<T>(at<T>(a.out.data, r * a.out.row_stride), c0);
+      double* q1 = p1[par].data() + b0;
+      double* q2 = p2[par].data() + b0;
+      if (a.kind == NormKind::rms) {
+        row_sum<T, true>(x, len, 0.0f, [](vf16 v) { return v * v; }, &next, q1);
+#pragma omp barrier
+        const float rs = float(1.0 / std::sqrt(total(p1[par]) / double(n) + double(c.eps)));
+        write_row<T>(y, len, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) * rs * ld<W>(w, i, m); }, &next);
+      } else if (a.kind == NormKind::layer) {
+        const std::int64_t nk = std::min<std::int64_t>(n, 64);
+        const float kf = float(row_sum<T, false>(xr, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
+        double s1 = 0, s2 = 0;
+        row_sum2<T, true>(x, len, kf, s1, s2, &next, q1, q2);
+#pragma omp barrier
+        const double d = total(p1[par]) / double(n), mean = double(kf) + d;
+        double var = total(p2[par]) / double(n) - d * d;
+        const float mf = float(mean);
+        if (!(d * d <= var)) {  // the exact Σ(x − μ)², as norm_row (all threads take this branch)
+#pragma omp barrier
+          row_sum<T, false>(x, len, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr, q1);
+#pragma omp barrier
+          var = total(p1[par]) / double(n);
+#pragma omp barrier
+        }
+        const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
+        write_row<T>(y, len, c.nt, [=](std::int64_t i, int m) {
+          return (ld<T>(x, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(bias, i, m);
+        }, &next);
+      } else {
+        maxes[par][std::size_t(t)] = len > 0 ? row_max<T>(x, len, &next) : -INFINITY;
+#pragma omp barrier
+        float m = -INFINITY;
+        for (float v : maxes[par]) m = v > m ? v : m;
+        row_sum<T, false>(x, len, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, nullptr, q1);
+#pragma omp barrier
+        const double s = total(p1[par]);
+        if (a.kind == NormKind::softmax) {
+          const float inv = float(1.0 / s);
+          write_row<T>(y, len, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, &next);
+        } else {
+          const float shift = float(double(m) + std::log(s));
+          write_row<T>(y, len, c.nt, [=](std::int64_t i, int m2) { return ld<T>(x, i, m2) - shift; }, &next);
+        }
+      }
+    }
+    if (c.nt) stream_fence();
+  }
+}
+
+template <DType T, DType W>
+void norm_rows_dispatch(const NormArgs& a, const Ctx& c) {
+  if (!a.residual.data && a.x.n * kElemBytes<T> >= kSplitRowBytes && omp_get_max_threads() > 1)
+    return split_rows<T, W>(a, c);
+  norm_rows_with<T, W>(a, c);
+}
+
 template <DType T>
 void norm_rows(const NormArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
@@ -252,7 +346,7 @@ void norm_rows(const NormArgs& a) {
     const void* b = a.bias;
     if (!w) ones.assign(std::size_t(n), T == DType::bf16 ? 0x3f80 : 0x3c00), w = ones.data();
     if (!b) zeros.assign(std::size_t(n), 0), b = zeros.data();
-    return norm_rows_with<T, T>(a, Ctx{w, b, a.eps, nt});
+    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt});
   }
   std::vector<float> w, b;
   if (norm) {
@@ -263,7 +357,7 @@ void norm_rows(const NormArgs& a) {
       if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
     }
   }
-  norm_rows_with<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt});
+  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt});
 }
 
 }  // namespace
