@@ -206,7 +206,7 @@ class Selector {
 
  private:
   static constexpr std::size_t kSlack = 64;        // a 4-vector block may overshoot cap_
-  static constexpr int kPrefetchBytes = 4096;
+  static constexpr int kPrefetchBytes = 16384;
   static constexpr std::int64_t kSeedProbe = 8192; // the latest point to judge the order
 
   void append(C v, std::int64_t index) { buf_.push_back({order_key(v, largest_), v, index}); }
@@ -245,10 +245,10 @@ class Selector {
     constexpr int W = L::kWidth;
     const auto tv = L::set1(t);
     for (; i + 4 * W <= n; i += 4 * W) {
-      // Software prefetch 4 KB ahead, one line per 64 bytes: 1e8 f32 on one core of the build
-      // box took 55 ms of CPU time without it, 48 ms at 2 KB, 39 ms at 4 KB, 41 ms at 8 KB.
-      for (int l = 0; l < 4; ++l)
-        _mm_prefetch(reinterpret_cast<const char*>(x + i + l * W) + kPrefetchBytes, _MM_HINT_T0);
+      // Software prefetch 16 KB ahead, one line per 4 (the hardware prefetcher fills in the rest):
+      // 1e8 f32 on 2 threads, quiet box, 18.5-19.0 ms against 20.4-21.2 ms with one prefetch per
+      // 64-byte line 4 KB ahead (session 2's choice on one core: 55 ms without, 39 ms at 4 KB).
+      _mm_prefetch(reinterpret_cast<const char*>(x + i) + kPrefetchBytes, _MM_HINT_T0);
       const std::uint32_t m0 = L::template mask<P>(L::load(x + i), tv);
       const std::uint32_t m1 = L::template mask<P>(L::load(x + i + W), tv);
       const std::uint32_t m2 = L::template mask<P>(L::load(x + i + 2 * W), tv);
