@@ -193,23 +193,10 @@ void run_decode(Problem p, int device, cudaStream_t stream, int splits) {
   launch<attn_decode_mma<T, D>>(grid, Tr::kThreads, Tr::kSmemBytes, stream, p, device);
   // The merge is a programmatic dependent launch (Hopper): its blocks are scheduled as the last
   // decode blocks start and wait on the device, instead of the launch starting after the decode
-  // grid drains. Where the attribute is refused, a plain launch.
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(rows));
-  cfg.blockDim = dim3(kCombineThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  // Dev hook for A/B timing: SIXFOLD_ATTENTION_CUDA_NO_PDL set → plain launch.
+  // grid drains. Dev hook for A/B timing: SIXFOLD_ATTENTION_CUDA_NO_PDL set → plain launch.
   static const bool pdl = std::getenv("SIXFOLD_ATTENTION_CUDA_NO_PDL") == nullptr;
-  if (!pdl || cudaLaunchKernelEx(&cfg, attn_combine_splits<T>, p, int(D)) != cudaSuccess) {
-    (void)cudaGetLastError();
-    attn_combine_splits<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(p, D);
-  }
-  check_cuda(cudaGetLastError(), kWhere);
+  parallel::cuda::launch_dependent(attn_combine_splits<T>, dim3(unsigned(rows)), dim3(kCombineThreads), 0, stream,
+                                   pdl, kWhere, p, int(D));
 }
 
 template <class T, int D>

@@ -913,26 +913,13 @@ template <class G>
 void launch_reduce(const float* part0, void* out0, const float* part1, void* out1,
                    std::int64_t groups, std::int64_t n, cudaStream_t stream) {
   const int slices = reduce_slices(groups);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(ceil_div(n, 32)), out1 ? 2u : 1u);
-  cfg.blockDim = dim3(unsigned(32 * slices));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
   auto* o0 = static_cast<G*>(out0);
   auto* o1 = static_cast<G*>(out1);
   // Dev hook for A/B timing: SIXFOLD_NORM_BWD_NO_PDL set → plain launch.
   static const bool pdl = std::getenv("SIXFOLD_NORM_BWD_NO_PDL") == nullptr;
-  if (!pdl ||
-      cudaLaunchKernelEx(&cfg, bwd_grad_reduce<G>, part0, o0, part1, o1, groups, n, slices) !=
-          cudaSuccess) {  // where the attribute is refused: a plain launch
-    (void)cudaGetLastError();
-    bwd_grad_reduce<G><<<cfg.gridDim, cfg.blockDim, 0, stream>>>(part0, o0, part1, o1, groups, n, slices);
-  }
-  check_cuda(cudaGetLastError(), kWhere);
+  parallel::cuda::launch_dependent(bwd_grad_reduce<G>, dim3(unsigned(ceil_div(n, 32)), out1 ? 2u : 1u),
+                                   dim3(unsigned(32 * slices)), 0, stream, pdl, kWhere, part0, o0, part1, o1,
+                                   groups, n, slices);
 }
 
 template <class T>

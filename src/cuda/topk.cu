@@ -1206,15 +1206,8 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     check_cuda(cudaLaunchKernelEx(&cfg, lr_sample<T>, r, count, want), kWhere);
     if (topk_dev_stop() == 1) continue;
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
-    cfg.gridDim = dim3(unsigned(grid_filter));
-    cfg.blockDim = dim3(kFilterThreads);
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    auto* filter = lr_filter_kernel<T>();
-    if (cudaLaunchKernelEx(&cfg, filter, r) != cudaSuccess) {
-      (void)cudaGetLastError();
-      filter<<<unsigned(grid_filter), kFilterThreads, 0, stream>>>(r);
-    }
+    parallel::cuda::launch_dependent(lr_filter_kernel<T>(), dim3(unsigned(grid_filter)), dim3(kFilterThreads), 0,
+                                     stream, true, kWhere, r);
     if (topk_dev_stop() == 2) continue;
     // The tail: cooperative, so that the launch fails rather than its grid barriers hang if
     // the blocks cannot all be resident.

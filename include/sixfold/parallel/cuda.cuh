@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -56,6 +57,30 @@ class DeviceGuard {
  private:
   int previous_ = 0;
 };
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the work
+// before it in `stream` (Hopper): its blocks may be scheduled while the previous grid finishes,
+// and wait in `griddepcontrol.wait` for that grid's completion and memory. A plain launch where
+// the attribute is refused or `dependent` is false (dev hooks for A/B timing). Checks the launch.
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                      bool dependent, const char* where, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (!dependent || cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...) != cudaSuccess) {
+    (void)cudaGetLastError();
+    kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+  }
+  check_cuda(cudaGetLastError(), where);
+}
 
 namespace detail {
 
