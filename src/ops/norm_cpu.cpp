@@ -33,6 +33,17 @@ constexpr std::int64_t kF32WeightsMax = 32768;     // longer rows read weight/bi
 constexpr std::int64_t kSoftmaxBufferMax = 65536;  // longer rows recompute exp (no row buffer)
 constexpr std::int64_t kSplitRowBytes = 1 << 20;   // rows this long are split over the threads
 
+// The 32 elements from i of a row into two vectors (lane order unspecified, as sums need), with
+// the software prefetch ahead when the row streams from memory.
+template <DType S, bool Prefetch>
+inline void stream32(const void* x, std::int64_t i, vf16& v0, vf16& v1) {
+  if constexpr (Prefetch) {
+    prefetch_ahead(at<S>(x, i));
+    if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
+  }
+  vload2_unordered<S>(at<S>(x, i), v0, v1);
+}
+
 // Σ f(v) over the n elements of the row at x (element type S); padded lanes hold `pad`, and
 // f(pad) must be 0. Prefetch: 4 KB ahead, when the row comes from memory (pass A).
 template <DType S, bool Prefetch, class F>
@@ -43,12 +54,8 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next, d
     vf16 a0{}, a1{};
     std::int64_t i = 0;
     for (; i + 32 <= m; i += 32) {
-      if constexpr (Prefetch) {
-        prefetch_ahead(at<S>(x, b + i));
-        if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, b + i + 16));
-      }
       vf16 v0, v1;
-      vload2_unordered<S>(at<S>(x, b + i), v0, v1);
+      stream32<S, Prefetch>(x, b + i, v0, v1);
       a0 += f(v0), a1 += f(v1);
     }
     if (next) next->step(m);
@@ -69,12 +76,8 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
     vf16 a0{}, a1{}, q0{}, q1{};
     std::int64_t i = 0;
     for (; i + 32 <= m; i += 32) {
-      if constexpr (Prefetch) {
-        prefetch_ahead(at<S>(x, b + i));
-        if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, b + i + 16));
-      }
       vf16 v0, v1;
-      vload2_unordered<S>(at<S>(x, b + i), v0, v1);
+      stream32<S, Prefetch>(x, b + i, v0, v1);
       v0 -= k, v1 -= k;
       a0 += v0, a1 += v1, q0 += v0 * v0, q1 += v1 * v1;
     }
