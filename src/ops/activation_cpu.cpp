@@ -134,12 +134,7 @@ void activation_dtype(const ActivationArgs& a) {
 }  // namespace
 
 void activation_cpu(const ActivationArgs& a) {
-  switch (a.dtype) {
-    case DType::f32: return activation_dtype<DType::f32>(a);
-    case DType::bf16: return activation_dtype<DType::bf16>(a);
-    case DType::f16: return activation_dtype<DType::f16>(a);
-    default: return;
-  }
+  with_float_dtype(a.dtype, [&]<DType T>() { activation_dtype<T>(a); });
 }
 
 }  // namespace sixfold::detail

@@ -210,12 +210,7 @@ void norm_backward_rows(const NormBackwardArgs& a) {
 }  // namespace
 
 void norm_backward_cpu(const NormBackwardArgs& a) {
-  switch (a.dtype) {
-    case DType::f32: return norm_backward_rows<DType::f32>(a);
-    case DType::bf16: return norm_backward_rows<DType::bf16>(a);
-    case DType::f16: return norm_backward_rows<DType::f16>(a);
-    default: return;
-  }
+  with_float_dtype(a.dtype, [&]<DType T>() { norm_backward_rows<T>(a); });
 }
 
 }  // namespace sixfold::detail

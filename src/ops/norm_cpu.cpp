@@ -366,12 +366,7 @@ void norm_rows(const NormArgs& a) {
 }  // namespace
 
 void norm_cpu(const NormArgs& a) {
-  switch (a.dtype) {
-    case DType::f32: return norm_rows<DType::f32>(a);
-    case DType::bf16: return norm_rows<DType::bf16>(a);
-    case DType::f16: return norm_rows<DType::f16>(a);
-    default: return;
-  }
+  with_float_dtype(a.dtype, [&]<DType T>() { norm_rows<T>(a); });
 }
 
 }  // namespace sixfold::detail

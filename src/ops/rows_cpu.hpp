@@ -485,4 +485,16 @@ inline vf16 vexp(vf16 x) { return vexp_impl<true, Deg>(x); }
 template <int Deg = 5>
 inline vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false, Deg>(x); }
 
+// Calls f.template operator()<T>() for the floating dtype T of a validated call (f32, bf16, f16);
+// any other dtype was rejected by the entry's validation and does nothing here.
+template <class F>
+void with_float_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f.template operator()<DType::f32>();
+    case DType::bf16: return f.template operator()<DType::bf16>();
+    case DType::f16: return f.template operator()<DType::f16>();
+    default: return;
+  }
+}
+
 }  // namespace sixfold::detail
