@@ -55,7 +55,7 @@ memcheck() {  # test binary, gtest filter
     "$build/tests/$1" --gtest_filter="$2" >>"$out/memcheck.log" 2>&1 || { status=1; echo "memcheck FAILED: $1"; }
 }
 for t in test_norm test_norm_backward test_activation test_selective_scan; do memcheck $t '*Cuda*'; done
-memcheck test_topk 'TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.LongRowPaths:TopKCuda.CapturedInAGraph:TopKCuda.MixedDevicesRejected'
+memcheck test_topk 'TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.LongRowPaths:TopKCuda.BatchedRows:TopKCuda.CapturedInAGraph:TopKCuda.MixedDevicesRejected'
 memcheck test_attention_cuda '*OddStrides*:*Repeated*:*Negative*:*DecodeSplitCounts*'
 memcheck test_parallel_cuda '*Bulk*:*Graph*'
 memcheck test_attention 'AttentionCuda.BadInput:AttentionCuda.MergeAttentionStates'

@@ -61,11 +61,13 @@ double representable(DType t, double v) {
 
 // trap / trap_ties: large values (distinct / all equal) at every 8th position, which is where
 // the CUDA long-row path samples a row of 2^19 (it must then notice that the sample misled it).
-enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties };
+// outlier: random, plus one huge value per row (the batched path's final sort bins keys by
+// their distance to the threshold; one outlier puts the rest into one bin).
+enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties, outlier };
 
 const char* data_name(Data d) {
   const char* names[] = {"random", "few-distinct", "all-equal", "specials", "ascending", "descending",
-                         "trap", "trap-ties"};
+                         "trap", "trap-ties", "outlier"};
   return names[int(d)];
 }
 
@@ -95,6 +97,7 @@ std::vector<double> make_data(Data kind, DType t, std::int64_t rows, std::int64_
         case Data::descending: v = 30000 - double(i % 60000); break;
         case Data::trap: v = i % 8 == 0 ? 1000.0 + double(i / 8) : nd(engine()) * 0.01; break;
         case Data::trap_ties: v = i % 8 == 0 ? 1000.0 : few(engine()); break;
+        case Data::outlier: v = i == (r * 7919 + 13) % n ? (r % 2 ? -1e30 : 1e30) : nd(engine()); break;
       }
       x[std::size_t(r * n + i)] = representable(t, v);
     }
@@ -421,6 +424,28 @@ TEST(TopKCuda, LongRowPaths) {
     run_case({DType::f32, 1, 1 << 20, 1, Data::specials, largest}, d);
     run_case({DType::f32, 1, (1 << 21) + 3, 1000, Data::descending, largest}, d);
     run_case({DType::i32, 1, 1 << 21, 100000, Data::ascending, largest}, d);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Batched rows through the sampled-threshold kernel (32-bit keys, k <= 1024, rows >= 8192):
+// its final sort by bins of the key (random rows), the bitonic fallback when one bin holds too
+// many of the first k (outliers, duplicates), the ties path, and the rows it hands to the radix
+// kernel; k around the limits, row lengths off 16-byte multiples, strided rows.
+TEST(TopKCuda, BatchedRows) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable GPU";
+  const Device d = Device::cuda(0);
+  for (bool largest : {true, false}) {
+    run_case({DType::f32, 37, 32768, 1024, Data::random, largest}, d);
+    run_case({DType::f32, 19, 32771, 1023, Data::outlier, largest, true, 5}, d);
+    run_case({DType::bf16, 9, 40000, 1000, Data::random, largest}, d);
+    run_case({DType::f16, 7, 8192, 1024, Data::outlier, largest}, d);
+    run_case({DType::i32, 11, 8193, 700, Data::random, largest}, d);
+    run_case({DType::f32, 5, 12289, 513, Data::ascending, largest}, d);
+    run_case({DType::f32, 5, 20000, 1, Data::descending, largest, false}, d);
+    run_case({DType::f32, 6, 16384, 1000, Data::few_distinct, largest}, d);
+    run_case({DType::f32, 4, 9000, 64, Data::trap, largest}, d);
+    run_case({DType::i32, 4, 30000, 256, Data::specials, largest, false}, d);
     if (HasFatalFailure()) return;
   }
 }

@@ -34,7 +34,7 @@ SIXFOLD_REQUIRE_GPU=1 timeout 240 "$bin/tests/test_topk" >"$out/test.log" 2>&1; 
 grep -E "^\[  (PASSED|FAILED) |OK \]|FAILED|Failure|Which is|expected|row |position" "$out/test.log" | head -40
 echo "elapsed $(( $(date +%s) - start )) s"
 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/tests/test_topk" \
-  --gtest_filter='TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.CapturedInAGraph:TopKCuda.MixedDevicesRejected' >"$out/memcheck.log" 2>&1
+  --gtest_filter='TopKCuda.Sweep:TopKCuda.LongRows:TopKCuda.BatchedRows:TopKCuda.CapturedInAGraph:TopKCuda.MixedDevicesRejected' >"$out/memcheck.log" 2>&1
 echo "memcheck rc $?"; grep -E "FAILED|ERROR SUMMARY" "$out/memcheck.log" | tail -5
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/tests/test_topk" \
   --gtest_filter='TopKCuda.LongRowPaths' >>"$out/memcheck.log" 2>&1

@@ -215,6 +215,10 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
 // over the row). Otherwise (the sample misled, or a warp's part overflowed) the row is flagged
 // and topk_rows_block redoes it.
 constexpr int kThrThreads = 512, kThrCap = 4096, kThrSample = 1024, kThrMaxK = 1024;
+// The final sort: kThrBins bins by a digit of the key, bins of up to kThrLaneSort sorted by one
+// thread; src holds the sorted order of the first k (+ the rest of the last bin).
+constexpr int kThrBinBits = 11, kThrBins = 1 << kThrBinBits, kThrLaneSort = 32,
+              kThrSrc = kThrMaxK + kThrLaneSort;
 constexpr std::int64_t kThrMinN = 8192;
 
 template <class T>
@@ -226,7 +230,11 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
     typename Reduce::TempStorage reduce;
   } tmp;
   __shared__ u64 list[kThrCap];
-  __shared__ u32 s_ties, s_carry, s_state[2], s_wcount[kThrThreads / 32], s_woff[kThrThreads / 32 + 1];
+  __shared__ u32 bins[kThrBins];
+  __shared__ unsigned short src[kThrSrc];
+  __shared__ u64 s_maxcomp;
+  __shared__ u32 s_ties, s_carry, s_big, s_maxkey, s_state[2], s_wcount[kThrThreads / 32],
+      s_woff[kThrThreads / 32 + 1];
   constexpr int kWarps = kThrThreads / 32, kPerWarp = kThrCap / kWarps;
   constexpr int W = 16 / sizeof(T), U = 4;
   const u32 n = u32(a.n), t = threadIdx.x, k = u32(a.k), lane = t & 31, wid = t >> 5;
@@ -292,6 +300,7 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
     visit(i < n ? order_key(x[i]) ^ a.flip : 0u, i, i < n);
   }
   if (lane == 0) s_wcount[wid] = wc;
+  if (t == 0) s_maxcomp = 0;
   __syncthreads();
   if (t == 0) {
     u32 o = 0;
@@ -306,8 +315,14 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
     constexpr int R = kPerWarp / 32;
     u64 r[R];
     const u32 c = min(wc, u32(kPerWarp));
+    u64 best = 0;
 #pragma unroll
-    for (int j = 0; j < R; ++j) r[j] = lane + 32 * j < c ? wl[lane + 32 * j] : 0;
+    for (int j = 0; j < R; ++j) {
+      r[j] = lane + 32 * j < c ? wl[lane + 32 * j] : 0;
+      best = max(best, r[j]);
+    }
+    for (int o = 16; o; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    if (lane == 0) atomicMax(&s_maxcomp, best);
     __syncthreads();
     const u32 o = s_woff[wid];
     if (s_woff[kWarps] <= u32(kThrCap))
@@ -316,7 +331,7 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
         if (lane + 32 * j < c) list[o + lane + 32 * j] = r[j];
   }
   ties = Reduce(tmp.reduce).Sum(ties);
-  if (t == 0) s_ties = ties;
+  if (t == 0) { s_ties = ties; s_maxkey = u32(s_maxcomp >> 32); }
   __syncthreads();
   const u32 g = s_woff[kWarps], eq = s_ties;
   const bool ok = g <= u32(kThrCap) && g + eq >= k;
@@ -326,12 +341,65 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
   }
   if (t == 0) redo[blockIdx.x] = !ok;
   if (!ok) return;
-  block_bitonic<kThrThreads>(list, g);
+  // The best min(g, k) composites in order: a counting sort by a digit of (key - thr - 1),
+  // then each bin that reaches into the first k sorted by one thread (src[] holds list
+  // positions in sorted order). A bin of more than kThrLaneSort reaching into the first k
+  // (keys clustered against the range: outliers, many ties) sends the row to a bitonic sort of
+  // the whole list.
+  const u32 take = min(g, k);
+  bool by_bins = g > 1;
+  if (by_bins) {
+    // Digit: (key - lo) >> shift < kThrBins, taken from the top (rb = kThrBins - 1 - digit).
+    const u32 lo = thr + 1;
+    const u32 span = (s_maxkey - lo) | 1u;
+    const int shift = max(0, 32 - __clz(span) - kThrBinBits);
+    auto bin_of = [&](u64 c) { return u32(kThrBins - 1) - ((u32(c >> 32) - lo) >> shift); };
+    for (u32 b = t; b < u32(kThrBins); b += kThrThreads) bins[b] = 0;
+    __syncthreads();
+    for (u32 j = t; j < g; j += kThrThreads) atomicAdd(&bins[bin_of(list[j])], 1u);
+    __syncthreads();
+    constexpr int kPer = kThrBins / kThrThreads;
+    u32 c[kPer], sum = 0;
+#pragma unroll
+    for (int q = 0; q < kPer; ++q) { c[q] = bins[t * kPer + q]; sum += c[q]; }
+    u32 start = 0;
+    Scan(tmp.scan).ExclusiveSum(sum, start);
+    bool big = false;
+#pragma unroll
+    for (int q = 0; q < kPer; ++q) {
+      bins[t * kPer + q] = start;  // where the bin starts; the scatter moves it to its end
+      big |= start < k && c[q] > u32(kThrLaneSort);
+      start += c[q];
+    }
+    if (t == 0) s_big = 0;
+    __syncthreads();
+    if (big) s_big = 1;
+    for (u32 j = t; j < g; j += kThrThreads) {
+      const u32 pos = atomicAdd(&bins[bin_of(list[j])], 1u);
+      if (pos < u32(kThrSrc)) src[pos] = (unsigned short)j;
+    }
+    __syncthreads();
+    by_bins = !s_big;
+    if (by_bins)
+#pragma unroll
+      for (int q = 0; q < kPer; ++q) {
+        const u32 b = t * kPer + q, end = bins[b], first = b ? bins[b - 1] : 0;
+        if (first >= k || end - first < 2) continue;
+        for (u32 i = first + 1; i < end; ++i) {  // insertion sort, descending
+          const unsigned short v = src[i];
+          const u64 cv = list[v];
+          u32 j = i;
+          for (; j > first && list[src[j - 1]] < cv; --j) src[j] = src[j - 1];
+          src[j] = v;
+        }
+      }
+    __syncthreads();
+  }
+  if (!by_bins) block_bitonic<kThrThreads>(list, g);
   T* vals = a.values + std::int64_t(blockIdx.x) * a.v_stride;
   std::int64_t* inds = a.indices + std::int64_t(blockIdx.x) * a.i_stride;
-  const u32 take = min(g, k);
   for (u32 j = t; j < take; j += kThrThreads) {
-    const u32 i = 0xffffffffu - u32(list[j]);
+    const u32 i = 0xffffffffu - u32(list[by_bins ? src[j] : j]);
     vals[j] = x[i];
     inds[j] = i;
   }
