@@ -8,26 +8,26 @@
 // and joined by composing their maps (associativity); every input element is read once, the
 // state never leaves the chip, out is written once (locality).
 //
-// Layout of a block (channels_per_warp = Cw ∈ {8, 16, 32}, W warps; K, S from ScanConfig):
-//   lane = (time segment within the warp) · Cw + channel; segment = warp · (32/Cw) + lane / Cw,
-//   P = W · 32 / Cw segments per block, each of K = 8 consecutive steps: a chunk is P·K steps
-//   of Cw channels (all of one batch row). Lanes of one segment read the same B_t, C_t (one
-//   broadcast from shared memory), lanes of one channel the same A; u, Δ, z rows are read and
-//   out written 16 bytes at a time.
-// Per chunk, per group of S = 2 states (a "round"):
-//   1. each thread makes its K pairs (a, b) = (2^(Δ·A·log2 e), Δ·u·B) in registers (ex2.approx on
-//      the SFU) and folds them into its segment's map;
-//   2. maps are scanned across the segments of a warp with shuffles (lanes Cw apart), warp
-//      totals go through shared memory and each thread composes the earlier warps' totals onto
-//      the chunk's incoming state (kept in shared memory, double-buffered) — its own incoming
-//      state;
-//   3. it replays its K steps from there, accumulating y_t += C_t·h_t.
-// The last segment's state becomes the next chunk's incoming state. Steps past the end of a
-// sequence are identity maps, so ragged lengths and varlen sequences need no special path.
-// Where the time goes (H200, docs/perf/selective_scan.md): 14–16% of the exp/bandwidth roofline;
-// each round costs ~3,500 cycles of latency and per-round overhead against 16 (step, state)
-// items per thread, so the SFU runs at ~15% of its rate. (K, S) = (16, 1) measured 1.2–1.4×
-// faster in dev/selective_scan/sweep_launch.cpp (same outputs) and is the default since.
+// Layout (version 4, docs/perf/selective_scan.md): a warp owns Cw channels (Cw ∈ {1, 2, ..., 32})
+// and cuts time into G = 32/Cw segments of K consecutive steps, lane = segment·Cw + channel; a
+// chunk is G·K steps. A block is W such warps over W·Cw consecutive channels of one B/C group.
+// Per chunk each thread loads its K steps of u and Δ once (softplus, Δ·u, D·u in registers),
+// then walks the n states one "round" each:
+//   1. its K pairs (a, b) = (2^(Δ·A·log2 e), Δ·u·B) in registers (ex2.approx on the SFU), b
+//      folded along its segment; the segment's a is 2^(A·ΣΔ·log2 e), one exp: ΣΔ does not
+//      depend on the state, so the product of the K a's needs no chain;
+//   2. the segment maps are scanned across the warp with shuffles (lanes Cw apart), the chunk's
+//      incoming state (the warp's carry, in shared memory) composed in by the first segment, so
+//      the scan's b is the state at each segment's end;
+//   3. each thread replays its K steps from its incoming state, y_t += C_t·h_t; the last
+//      segment's state is the next chunk's carry (and the final state).
+// No barrier sits inside a round and warps never wait on each other's scans. B and C of the
+// block's group are staged by the whole block in shared memory (cp.async, R rounds per stage,
+// double-buffered, one __syncthreads per stage), each segment's row padded by 16 bytes so the
+// lanes' 16-byte reads of different segments hit different banks; lanes of one segment read
+// the same words (broadcast), so each B/C element is fetched once per W·Cw channels. Steps past
+// the end of a sequence are identity maps (zero-filled B, Δ = 0), so ragged lengths and varlen
+// sequences need no special path.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -38,27 +38,23 @@
 #include <type_traits>
 
 #include "../ops/selective_scan_entries.hpp"
-#include "sixfold/algebra/instances.hpp"
 #include "sixfold/parallel/cuda.cuh"
 
 namespace sixfold::detail {
 namespace {
 
 using parallel::cuda::check_cuda;
-using Map = algebra::AffineMap<float>;
 constexpr const char* kWhere = "sixfold::selective_scan (cuda)";
 
-// The kernel's compile-time shape (the launch shape (Cw, W) is chosen per call, choose_launch):
-// K consecutive steps per thread and chunk, S states per scan round (2·S·K registers hold the
-// round's (a, b) pairs), at least kMinBlocks blocks of 256 threads per SM (register cap).
-template <int K_, int S_, int kMinBlocks_>
+// The kernel's compile-time shape: K consecutive steps per thread, at least kMinBlocks blocks
+// of 256 threads per SM (the register cap: 2 -> 128 registers, 3 -> 80).
+template <int K_, int kMinBlocks_>
 struct ScanConfig {
-  static constexpr int kItems = K_, kStates = S_, kMinBlocks = kMinBlocks_;
+  static constexpr int kItems = K_, kMinBlocks = kMinBlocks_;
 };
-// (16, 1, 2): 16 steps of one state per round, 128-register cap, no spills; (8, 2, 2) was the
-// first default. See docs/perf/selective_scan.md for the variants tried.
-using DefaultConfig = ScanConfig<16, 1, 2>;
+using DefaultConfig = ScanConfig<16, 2>;
 constexpr int kMaxWarps = 8, kMaxThreads = kMaxWarps * 32;
+constexpr int kStageRounds = 4;  // state rounds per B/C ring stage (fewer when shared memory is short)
 
 // ---- elements --------------------------------------------------------------------------------
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -124,141 +120,151 @@ __device__ __forceinline__ void store_items(T* p, int valid, const float (&v)[K]
   }
 }
 
-__device__ __forceinline__ Map shfl_up(Map m, int delta) {
-  return {__shfl_up_sync(0xffffffffu, m.a, delta), __shfl_up_sync(0xffffffffu, m.b, delta)};
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {  // zero-fills past src_bytes
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 struct Shape {
-  int cw, warps, segs, chunk;  // channels per warp, warps, segments per block, steps per chunk
+  int cw, warps;       // channels per warp (power of two ≤ 32), warps per block (each its own channels)
+  int chunk;           // steps per chunk: (32 / cw) segments of K
+  int rounds;          // state rounds per ring stage
+  int seg_bytes;       // bytes of one segment's K values in a ring row, padded: K·sizeof(T) + 16
+  int channel_blocks;  // blocks per batch row: d / (warps·cw)
 };
 
-// ---- the fused scan --------------------------------------------------------------------------
-// Shared memory (f32 words): carry[2][n][Cw] (incoming state of the chunk, double-buffered),
-// totals[2][W][S][Cw] Map (warp totals of a state group, double-buffered), tiles[3][2][S][P·K]
-// (B and C of one state group over one chunk, triple-buffered: the block loads the next group's
-// tile into registers while it computes this one, and stores it before this round's barrier —
-// the global-load latency hides behind a round of exponentials).
+// Shared memory (bytes): ring[2][rounds][M][32/cw segments][seg_bytes] (B and/or C rows of the
+// stage's rounds, M = number of input-dependent matrices), carry[W][n][cw] f32.
 struct SmemLayout {
-  int carry, totals, tiles, words;
-  __host__ __device__ SmemLayout(int n, int cw, int warps, int chunk, int states) {
-    carry = 0;
-    totals = 2 * n * cw;
-    tiles = totals + 2 * warps * states * cw * 2;
-    words = tiles + 3 * 2 * states * chunk;
+  int row, stage, carry, bytes;
+  __host__ __device__ SmemLayout(const Shape& sh, int mats, int n) {
+    row = (32 / sh.cw) * sh.seg_bytes;
+    stage = sh.rounds * mats * row;
+    carry = 2 * stage;
+    bytes = carry + sh.warps * n * sh.cw * 4;
   }
 };
 
-template <class T, bool kVarB, bool kVarC, class Cfg>
-struct TileLoader {
-  static constexpr int S = Cfg::kStates;
-  static constexpr int kRegs = S * Cfg::kItems / 8;  // per thread and matrix, Cw ≥ 8
-  float b[kRegs], c[kRegs];
-  int jr[kRegs], tr[kRegs];  // this thread's elements of the (S, chunk) tile, fixed per launch
-  __device__ __forceinline__ explicit TileLoader(int chunk) {
+// Stage the B/C rows of rounds (q, s), (q, s+1), ... (rounds of one stage, states wrapping into
+// the next chunk) into one ring slot, the whole block cooperating: 16-byte cp.async pieces,
+// zero-filled past the sequence's end; `vec` false (unaligned rows): plain loads and stores.
+template <class T, int K, bool kVarB, bool kVarC>
+__device__ __forceinline__ void fill_stage(unsigned char* slot, const Shape& sh, int row_bytes, std::int64_t q, int s,
+                                           std::int64_t nchunks, int n, const T* B_rows, std::int64_t b_s,
+                                           const T* C_rows, std::int64_t c_s, std::int64_t len, bool vec) {
+  constexpr int M = int(kVarB) + int(kVarC), E = 16 / int(sizeof(T)), kPieces = K / E;  // pieces per segment
+  const int row_pieces = sh.chunk / E;
+  for (int j = 0; j < sh.rounds && q < nchunks; ++j) {  // uniform over the block
+    for (int i = threadIdx.x; i < M * row_pieces; i += blockDim.x) {
+      const int m = M == 1 ? 0 : int(i >= row_pieces), p = i - m * row_pieces;
+      const T* row = (kVarB && m == 0) ? B_rows + s * b_s : C_rows + s * c_s;
+      const std::int64_t t = q * sh.chunk + std::int64_t(p) * E, left = len - t;
+      unsigned char* dst = slot + (j * M + m) * row_bytes + (p / kPieces) * sh.seg_bytes + (p % kPieces) * 16;
+      if (vec) {
+        const int bytes = int(std::clamp<std::int64_t>(left, 0, E)) * int(sizeof(T));
+        cp_async16(dst, bytes > 0 ? row + t : row, bytes);
+      } else {
+        T e[E];
 #pragma unroll
-    for (int r = 0; r < kRegs; ++r) {
-      const int i = threadIdx.x + r * blockDim.x;
-      jr[r] = i / chunk;
-      tr[r] = i - jr[r] * chunk;
+        for (int k = 0; k < E; ++k) e[k] = k < left ? row[t + k] : from_f32<T>(0.0f);
+        uint4 raw;
+        memcpy(&raw, e, 16);
+        *reinterpret_cast<uint4*>(dst) = raw;
+      }
     }
-  }
-  // Round (chunk t0, states s0..s0+S−1) of B and C: element i = j·chunk + t of the (S, chunk) tile.
-  __device__ __forceinline__ void load(const T* B_rows, std::int64_t b_s, const T* C_rows, std::int64_t c_s,
-                                       std::int64_t t0, int s0, int n, std::int64_t len) {
-#pragma unroll
-    for (int r = 0; r < kRegs; ++r) {
-      const int s = min(s0 + jr[r], n - 1);
-      const std::int64_t t = t0 + tr[r];
-      const bool ok = jr[r] < S && t < len;
-      if constexpr (kVarB) b[r] = ok ? to_f32(B_rows[s * b_s + t]) : 0.0f;
-      if constexpr (kVarC) c[r] = ok ? to_f32(C_rows[s * c_s + t]) : 0.0f;
+    if (++s == n) {
+      s = 0;
+      ++q;
     }
-  }
-  __device__ __forceinline__ void store(float* tile, int chunk) const {  // tile: (2, S, chunk)
-#pragma unroll
-    for (int r = 0; r < kRegs; ++r) {
-      const int i = threadIdx.x + r * blockDim.x;
-      if (i >= S * chunk) continue;
-      if constexpr (kVarB) tile[i] = b[r];
-      if constexpr (kVarC) tile[S * chunk + i] = c[r];
-    }
-  }
-};
-
-template <int K>
-__device__ __forceinline__ void read_tile(const float* p, float (&v)[K]) {  // 16-byte aligned
-#pragma unroll
-  for (int i = 0; i < K / 4; ++i) {
-    const float4 q = reinterpret_cast<const float4*>(p)[i];
-    v[4 * i] = q.x; v[4 * i + 1] = q.y; v[4 * i + 2] = q.z; v[4 * i + 3] = q.w;
   }
 }
 
-// kSharedTile: every block's channels read one B/C group (the host checked), so B and C always
-// come from the shared tiles and the per-thread fallback is compiled out.
-template <class T, bool kVarB, bool kVarC, class Cfg, bool kSharedTile>
-__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks)
-selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
-  constexpr int K = Cfg::kItems, S = Cfg::kStates;
-  constexpr float kLog2e = 1.4426950408889634f;
-  extern __shared__ float smem[];
-  const int n = int(a.n), cw = sh.cw, chunk_len = sh.chunk;
-  const SmemLayout lay(n, cw, sh.warps, chunk_len, S);
-  float* carry = smem + lay.carry;                                      // (2, n, Cw)
-  Map* totals = reinterpret_cast<Map*>(smem + lay.totals);              // (2, W, S, Cw)
-  float* tiles = smem + lay.tiles;                                      // (3, 2, S, chunk)
-  const algebra::Affine<float> affine;
+// K values of T from a ring row (16-byte aligned) as f32.
+template <class T, int K>
+__device__ __forceinline__ void read_ring(const unsigned char* p, float (&v)[K]) {
+  constexpr int kPer = 16 / int(sizeof(T));
+#pragma unroll
+  for (int i = 0; i < K / kPer; ++i) {
+    const uint4 raw = reinterpret_cast<const uint4*>(p)[i];
+    T e[kPer];
+    memcpy(e, &raw, 16);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) v[i * kPer + j] = to_f32(e[j]);
+  }
+}
 
-  const std::int64_t b = blockIdx.x / channel_blocks;
+template <class T, bool kVarB, bool kVarC, class Cfg>
+__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks)
+selective_scan_warps(SelectiveScanArgs a, Shape sh) {
+  constexpr int K = Cfg::kItems, M = int(kVarB) + int(kVarC);
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int n = int(a.n), cw = sh.cw;
+  const SmemLayout lay(sh, M, n);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int ch = lane % cw, seg = warp * (32 / cw) + lane / cw;
-  const std::int64_t c0 = std::int64_t(blockIdx.x % channel_blocks) * cw, c = c0 + ch;
-  const bool active = c < a.d;
-  const std::int64_t cc = active ? c : a.d - 1;  // inactive lanes shadow a valid channel
-  const bool last_seg = seg == sh.segs - 1;
+  const int ch = lane & (cw - 1), seg = lane / cw;
+  const std::int64_t b = blockIdx.x / sh.channel_blocks;
+  const std::int64_t c0 = std::int64_t(blockIdx.x % sh.channel_blocks) * sh.warps * cw;
+  const std::int64_t c = c0 + warp * cw + ch;  // < d: the host checked that W·Cw divides d / groups
+  float* carry = reinterpret_cast<float*>(smem + lay.carry) + std::int64_t(warp) * n * cw + ch;  // [s·cw]
   std::int64_t start = 0, len = a.len;
   if (a.cu_seqlens) {
     start = a.cu_seqlens[b];
     len = a.cu_seqlens[b + 1] - start;
   }
-  const std::int64_t per_group = a.d / a.groups, g = cc / per_group;
-  // B/C tiles are shared by the block's channels: only when they all read one group.
-  const std::int64_t g0 = c0 / per_group;
+  const std::int64_t g = c0 / (a.d / a.groups);  // the block's B/C group
 
-  const T* u_row = static_cast<const T*>(a.u) + b * a.u_stride[0] + cc * a.u_stride[1] + start;
-  const T* dt_row = static_cast<const T*>(a.delta) + b * a.delta_stride[0] + cc * a.delta_stride[1] + start;
-  const T* z_row = a.z ? static_cast<const T*>(a.z) + b * a.z_stride[0] + cc * a.z_stride[1] + start : nullptr;
-  T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + cc * a.out_stride[1] + start;
-  const T* B_tile_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g0 * a.B_stride[1] + start : nullptr;
-  const T* C_tile_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g0 * a.C_stride[1] + start : nullptr;
-  const bool shared_tile = kSharedTile || (c0 + cw <= a.d ? c0 + cw - 1 : a.d - 1) / per_group == g0;
-  const float* A_row = a.A + cc * n;
-  const float* Bfix = kVarB ? nullptr : static_cast<const float*>(a.B) + cc * n;
-  const float* Cfix = kVarC ? nullptr : static_cast<const float*>(a.C) + cc * n;
-  const float bias = a.delta_bias ? a.delta_bias[cc] : 0.0f;
-  const float Dv = a.D ? a.D[cc] : 0.0f;
+  const T* u_row = static_cast<const T*>(a.u) + b * a.u_stride[0] + c * a.u_stride[1] + start;
+  const T* dt_row = static_cast<const T*>(a.delta) + b * a.delta_stride[0] + c * a.delta_stride[1] + start;
+  const T* z_row = a.z ? static_cast<const T*>(a.z) + b * a.z_stride[0] + c * a.z_stride[1] + start : nullptr;
+  T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + c * a.out_stride[1] + start;
+  const T* B_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start : nullptr;
+  const T* C_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start : nullptr;
+  const float* A_row = a.A + c * n;
+  const float* Bfix = kVarB ? nullptr : static_cast<const float*>(a.B) + c * n;
+  const float* Cfix = kVarC ? nullptr : static_cast<const float*>(a.C) + c * n;
+  const float bias = a.delta_bias ? a.delta_bias[c] : 0.0f;
+  const float Dv = a.D ? a.D[c] : 0.0f;
+  float* final_row = a.final_state ? a.final_state + (b * a.d + c) * n : nullptr;
 
-  // Incoming state of the first chunk; the first round's B/C tile.
-  for (int i = threadIdx.x; i < n * cw; i += blockDim.x) {
-    const std::int64_t ci = c0 + i % cw;
-    carry[i] = (a.initial_state && ci < a.d) ? a.initial_state[(b * a.d + ci) * n + i / cw] : 0.0f;
+  // The warp's carry starts as the initial state; only lanes < cw touch it (each its own words).
+  if (lane < cw)
+    for (int s = 0; s < n; ++s) carry[s * cw] = a.initial_state ? a.initial_state[(b * a.d + c) * n + s] : 0.0f;
+  if (len <= 0) {
+    if (final_row && lane < cw)
+      for (int s = 0; s < n; ++s) final_row[s] = carry[s * cw];
+    return;  // uniform over the block (one sequence per block)
   }
-  if (len == 0 && a.final_state && threadIdx.x < cw && active)
-    for (int s = 0; s < n; ++s)
-      a.final_state[(b * a.d + c) * n + s] = a.initial_state ? a.initial_state[(b * a.d + c) * n + s] : 0.0f;
-  TileLoader<T, kVarB, kVarC, Cfg> next(chunk_len);
-  if constexpr (kVarB || kVarC) {
-    next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], 0, 0, n, len);
-    next.store(tiles, chunk_len);
+  const std::int64_t nchunks = (len + sh.chunk - 1) / sh.chunk;
+  const auto rows_vec = [](const T* rows, std::int64_t stride) {
+    return aligned16(rows) && (stride * std::int64_t(sizeof(T))) % 16 == 0;
+  };
+  const bool vec = (!kVarB || rows_vec(B_rows, a.B_stride[2])) && (!kVarC || rows_vec(C_rows, a.C_stride[2]));
+  std::int64_t fq = 0;  // first round (chunk fq, state fs) of the next stage to fill
+  int fs = 0;
+  const auto advance = [&] {
+    fs += sh.rounds;
+    while (fs >= n) { fs -= n; ++fq; }
+  };
+  if constexpr (M > 0) {
+    fill_stage<T, K, kVarB, kVarC>(smem, sh, lay.row, fq, fs, nchunks, n, B_rows, a.B_stride[2], C_rows,
+                                   a.C_stride[2], len, vec);
+    cp_async_commit();
+    advance();
   }
-  __syncthreads();
 
-  int round = 0;  // state-group rounds so far: selects the totals (mod 2) and tile (mod 3) buffers
-  for (std::int64_t t0 = 0, chunk = 0; t0 < len; t0 += chunk_len, ++chunk) {
-    const std::int64_t ti = t0 + std::int64_t(seg) * K;  // this thread's first step
+  // Running pointers (no index arithmetic per round): this segment's B row in the ring, the
+  // round within its stage, the stage's slot.
+  const unsigned char* ring = smem + seg * sh.seg_bytes;
+  int j = 0, slot = 0;
+  float A_cur = A_row[0], Bs_cur = kVarB ? 0.0f : Bfix[0], Cs_cur = kVarC ? 0.0f : Cfix[0];
+  for (std::int64_t q = 0; q < nchunks; ++q) {
+    const std::int64_t t0 = q * sh.chunk, ti = t0 + std::int64_t(seg) * K;  // this thread's first step
     const int valid = int(std::clamp<std::int64_t>(len - ti, 0, K));
-    const bool last_chunk = t0 + chunk_len >= len;
-    float dt[K], du[K], y[K];
+    const bool last_chunk = q + 1 == nchunks;
+    float dt[K], du[K], y[K], sumdt = 0.0f;
     {
       float u[K];
       load_items<T, K>(u_row + ti, valid, u, 0.0f);
@@ -266,105 +272,98 @@ selective_scan_chunked(SelectiveScanArgs a, Shape sh, int channel_blocks) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         float d = dt[k] + bias;
-        if (a.delta_softplus) d = d <= 20.0f ? log1pf(__expf(d)) : d;
+        if (a.delta_softplus) d = d <= 20.0f ? log1pf(ex2(d * kLog2e)) : d;
         d = k < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
         dt[k] = d * kLog2e;        // pre-scaled for ex2
+        sumdt += dt[k];
         du[k] = d * u[k];
         y[k] = Dv * u[k];
       }
+      asm volatile("" : "+f"(sumdt));  // kept in a register (not re-summed in every round)
     }
-    // Warm L2 with the next chunk's inputs, so its loads wait on L2 rather than on DRAM.
-    if (t0 + chunk_len < len) {
-      const std::int64_t tn = ti + chunk_len;
+    if (!last_chunk) {  // warm L2 with the next chunk's rows
+      const std::int64_t tn = ti + sh.chunk;
       prefetch_l2(u_row + tn);
       prefetch_l2(dt_row + tn);
       if (z_row) prefetch_l2(z_row + tn);
-      if constexpr (kVarB || kVarC) {
-        const int lines = (chunk_len * int(sizeof(T)) + 127) / 128;  // 128-byte lines per row
-        for (int i = threadIdx.x; i < 2 * n * lines; i += blockDim.x) {
-          const int m = i / (n * lines), s = (i / lines) % n, l = i % lines;
-          const T* row = m == 0 ? B_tile_rows + s * a.B_stride[2] : C_tile_rows + s * a.C_stride[2];
-          if ((m == 0 && kVarB) || (m == 1 && kVarC)) prefetch_l2(row + t0 + chunk_len + l * (128 / int(sizeof(T))));
-        }
-      }
     }
-    const float* carry_in = carry + (chunk & 1) * n * cw;
-    float* carry_out = carry + ((chunk + 1) & 1) * n * cw;
-    for (int s0 = 0; s0 < n; s0 += S, ++round) {
-      Map* tot = totals + (round & 1) * sh.warps * S * cw;
-      const float* tile = tiles + (round % 3) * 2 * S * chunk_len;
-      // Prefetch the next round's tile (next state group, or the next chunk's first).
-      if constexpr (kVarB || kVarC) {
-        const bool more_states = s0 + S < n;
-        const std::int64_t nt0 = more_states ? t0 : t0 + chunk_len;
-        if (nt0 < len)
-          next.load(B_tile_rows, a.B_stride[2], C_tile_rows, a.C_stride[2], nt0, more_states ? s0 + S : 0, n, len);
+    float* carry_s = carry;
+    for (int s = 0; s < n; ++s, carry_s += cw) {
+      if constexpr (M > 0) {
+        if (j == 0) {  // stage `stage` has landed (own copies waited, others' by the barrier);
+          cp_async_wait_all();  // the other slot was last read before this barrier: refill it
+          __syncthreads();
+          if (fq < nchunks)
+            fill_stage<T, K, kVarB, kVarC>(smem + (slot ^ 1) * lay.stage, sh, lay.row, fq, fs, nchunks, n,
+                                           B_rows, a.B_stride[2], C_rows, a.C_stride[2], len, vec);
+          cp_async_commit();
+          advance();
+        }
       }
-      float av[S][K], bv[S][K];
-      Map incl[S];
-#pragma unroll
-      for (int j = 0; j < S; ++j) {
-        const int s = min(s0 + j, n - 1);  // a tail state repeats the last (its results unused)
-        const float A2 = A_row[s];
+      const float A2 = A_cur, Bs = Bs_cur, Cs = Cs_cur;
+      {
+        const int sn = s + 1 < n ? s + 1 : 0;  // the next round's per-channel values, one round early
+        A_cur = A_row[sn];  // (L1 hits after the first chunk)
+        if constexpr (!kVarB) Bs_cur = Bfix[sn];
+        if constexpr (!kVarC) Cs_cur = Cfix[sn];
+      }
+      float av[K], bv[K], bacc = 0.0f;
+      {
         float Bk[K];
-        if constexpr (kVarB) {
-          if (shared_tile) read_tile<K>(tile + j * chunk_len + seg * K, Bk);
-          else if constexpr (!kSharedTile) load_items<T, K>(B_tile_rows + (g - g0) * a.B_stride[1] + s * a.B_stride[2] + ti, valid, Bk, 0.0f);
-        }
-        Map m = affine.identity();
+        if constexpr (kVarB) read_ring<T, K>(ring, Bk);
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          av[j][k] = ex2(dt[k] * A2);
-          bv[j][k] = du[k] * (kVarB ? Bk[k] : Bfix[s]);
-          m = affine.combine(m, Map{av[j][k], bv[j][k]});
+          av[k] = ex2(dt[k] * A2);
+          bv[k] = du[k] * (kVarB ? Bk[k] : Bs);
+          bacc = fmaf(av[k], bacc, bv[k]);
         }
-        // Inclusive scan over the segments of this warp (lanes Cw apart).
-        for (int off = cw; off < 32; off <<= 1) {
-          const Map o = shfl_up(m, off);
-          if (lane >= off) m = affine.combine(o, m);
-        }
-        incl[j] = m;
-        if (lane >= 32 - cw) tot[(warp * S + j) * cw + ch] = m;
       }
-      if constexpr (kVarB || kVarC) next.store(tiles + ((round + 1) % 3) * 2 * S * chunk_len, chunk_len);
-      __syncthreads();
-#pragma unroll
-      for (int j = 0; j < S; ++j) {
-        const int s = min(s0 + j, n - 1);
-        float h = carry_in[s * cw + ch];
-        for (int w = 0; w < warp; ++w) {
-          const Map m = tot[(w * S + j) * cw + ch];
-          h = m.a * h + m.b;
+      const float cin = lane < cw ? *carry_s : 0.0f;
+      float h = cin;
+      if (cw < 32) {
+        // Inclusive scan of the segment maps (lanes cw apart), the carry composed in first: mb
+        // ends as the state at the end of this lane's segment.
+        float ma = ex2(A2 * sumdt), mb = fmaf(ma, cin, bacc);
+        for (int off = cw; off < 32; off <<= 1) {
+          const float oa = __shfl_up_sync(0xffffffffu, ma, off), ob = __shfl_up_sync(0xffffffffu, mb, off);
+          if (lane >= off) {
+            mb = fmaf(ma, ob, mb);
+            ma *= oa;
+          }
         }
-        Map excl = shfl_up(incl[j], cw);
-        if (lane < cw) excl = affine.identity();
-        h = excl.a * h + excl.b;
+        const float prev = __shfl_up_sync(0xffffffffu, mb, cw);
+        if (lane >= cw) h = prev;
+      }
+      {
         float Ck[K];
-        if constexpr (kVarC) {
-          if (shared_tile) read_tile<K>(tile + (S + j) * chunk_len + seg * K, Ck);
-          else if constexpr (!kSharedTile) load_items<T, K>(C_tile_rows + (g - g0) * a.C_stride[1] + s * a.C_stride[2] + ti, valid, Ck, 0.0f);
-        }
-        const bool real = s0 + j < n;
+        if constexpr (kVarC) read_ring<T, K>(ring + (kVarB ? lay.row : 0), Ck);
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          h = av[j][k] * h + bv[j][k];
-          if (real) y[k] += h * (kVarC ? Ck[k] : Cfix[s]);
+          h = fmaf(av[k], h, bv[k]);
+          y[k] = fmaf(h, kVarC ? Ck[k] : Cs, y[k]);
         }
-        if (last_seg && real) {
-          carry_out[s * cw + ch] = h;
-          if (last_chunk && a.final_state && active) a.final_state[(b * a.d + c) * n + s] = h;
-        }
+      }
+      const float hout = __shfl_sync(0xffffffffu, h, 32 - cw + ch);  // the last segment's state
+      if (lane < cw) {
+        *carry_s = hout;
+        if (last_chunk && final_row) final_row[s] = hout;
+      }
+      ring += M * lay.row;
+      if (++j == sh.rounds) {
+        j = 0;
+        slot ^= 1;
+        ring = smem + slot * lay.stage + seg * sh.seg_bytes;
       }
     }
     if (z_row) {
       float z[K];
       load_items<T, K>(z_row + ti, valid, z, 0.0f);
 #pragma unroll
-      for (int k = 0; k < K; ++k) y[k] *= __fdividef(z[k], 1.0f + __expf(-z[k]));
+      for (int k = 0; k < K; ++k) y[k] *= __fdividef(z[k], 1.0f + ex2(-z[k] * kLog2e));
     }
-    if (active) store_items<T, K>(out_row + ti, valid, y);
-    __syncthreads();  // carry_out complete before the next chunk reads it
+    store_items<T, K>(out_row + ti, valid, y);
   }
+  if constexpr (M > 0) cp_async_wait_all();  // no copy left in flight at exit
 }
 
 // ---- one decoding step -------------------------------------------------------------------------
@@ -430,14 +429,9 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
   static_cast<T*>(a.out)[b * a.out_stride[0] + c * a.out_stride[1]] = from_f32<T>(y);
 }
 
+
 // ---- launch --------------------------------------------------------------------------------------
 using parallel::cuda::DeviceGuard;
-
-template <class Cfg>
-std::size_t smem_bytes(int n, int cw, int warps) {
-  const int chunk = warps * (32 / cw) * Cfg::kItems;
-  return std::size_t(SmemLayout(n, cw, warps, chunk, Cfg::kStates).words) * sizeof(float);
-}
 
 int sm_count(int device) {
   static int cached[64] = {};
@@ -448,81 +442,94 @@ int sm_count(int device) {
   return sms;
 }
 
-// Default launch shape: 4 warps; the widest channel group that still gives every SM about four
-// blocks (small blocks balance better over the SMs than wide ones when blocks are few), within
-// the 48 KB of shared memory a launch gets without opting in.
+constexpr std::size_t kSmemLimit = 48 * 1024;  // what a launch gets without opting in
+
+Shape make_shape(int cw, int warps, int k, int elem_bytes, std::int64_t d, std::int64_t groups) {
+  Shape sh;
+  sh.cw = cw;
+  sh.warps = warps;
+  sh.chunk = (32 / cw) * k;
+  sh.rounds = kStageRounds;
+  sh.seg_bytes = k * elem_bytes + 16;
+  sh.channel_blocks = int(d / (std::int64_t(warps) * cw));
+  (void)groups;
+  return sh;
+}
+
+// Default launch shape. Every block reads one B/C group, so W·Cw must divide d / groups. Cw: the
+// widest power of two (≤ 8) that still leaves ~12 warps per SM (time segments give the
+// parallelism that channels lack); W: up to 8 (more channels share each staged B/C element).
 SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, SelectiveScanLaunch l) {
-  if (!l.warps) l.warps = 4;
+  const std::int64_t per_group = a.d / a.groups, channels = a.batch * a.d;
   if (!l.channels_per_warp) {
-    // Blocks whose channels share one B/C group read B and C through shared tiles; the others
-    // load them per thread, so prefer widths that divide the group.
-    const std::int64_t want = 4 * std::int64_t(sm_count(device)), per_group = a.d / a.groups;
-    l.channels_per_warp = 8;
-    for (int cw : {32, 16}) {
-      if (a.batch * ((a.d + cw - 1) / cw) >= want && (per_group % cw == 0 || per_group % 8 != 0)) {
-        l.channels_per_warp = cw;
-        break;
-      }
-    }
+    const std::int64_t want_warps = 12 * std::int64_t(sm_count(device));
+    int cw = 1;
+    while (cw < 8 && per_group % (2 * cw) == 0 && channels / (2 * cw) >= want_warps) cw *= 2;
+    l.channels_per_warp = cw;
   }
-  while (l.channels_per_warp > 8 && smem_bytes<DefaultConfig>(int(a.n), l.channels_per_warp, l.warps) > 40 * 1024)
-    l.channels_per_warp /= 2;
+  if (!l.warps) {
+    int w = kMaxWarps;
+    while (w > 1 && per_group % (std::int64_t(w) * l.channels_per_warp) != 0) --w;
+    l.warps = w;
+  }
   return l;
 }
 
-template <class T, bool kVarB, bool kVarC, class Cfg, bool kSharedTile = false>
-void launch_scan(const SelectiveScanArgs& a, cudaStream_t stream, SelectiveScanLaunch l) {
-  Shape sh;
-  sh.cw = l.channels_per_warp;
-  sh.warps = l.warps;
-  sh.segs = l.warps * (32 / sh.cw);
-  sh.chunk = sh.segs * Cfg::kItems;
-  const std::int64_t channel_blocks = (a.d + sh.cw - 1) / sh.cw;
-  const std::int64_t blocks = a.batch * channel_blocks;
+template <class T, bool kVarB, bool kVarC, class Cfg>
+void launch_scan(const SelectiveScanArgs& a, cudaStream_t stream, SelectiveScanLaunch l, bool fit) {
+  constexpr int M = int(kVarB) + int(kVarC);
+  if ((a.d / a.groups) % (std::int64_t(l.warps) * l.channels_per_warp) != 0)
+    throw_error(kWhere, "warps · channels_per_warp must divide d / groups");
+  Shape sh = make_shape(l.channels_per_warp, l.warps, Cfg::kItems, int(sizeof(T)), a.d, a.groups);
+  // Shared memory: fewer rounds per stage, then fewer warps, until it fits (default launches).
+  while (fit && std::size_t(SmemLayout(sh, M, int(a.n)).bytes) > kSmemLimit) {
+    if (sh.rounds > 1) sh.rounds /= 2;
+    else if (sh.warps > 1) {
+      do --sh.warps; while ((a.d / a.groups) % (std::int64_t(sh.warps) * sh.cw) != 0);
+      sh.channel_blocks = int(a.d / (std::int64_t(sh.warps) * sh.cw));
+    } else break;
+  }
+  const std::size_t smem = std::size_t(SmemLayout(sh, M, int(a.n)).bytes);
+  if (smem > kSmemLimit) throw_error(kWhere, "launch shape needs more than 48 KB of shared memory for this d_state");
+  const std::int64_t blocks = a.batch * sh.channel_blocks;
   if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel-group) blocks for one launch");
-  const std::size_t smem = smem_bytes<Cfg>(int(a.n), sh.cw, l.warps);
-  if (smem > 48 * 1024) throw_error(kWhere, "launch shape needs more than 48 KB of shared memory for this d_state");
-  selective_scan_chunked<T, kVarB, kVarC, Cfg, kSharedTile>
-      <<<unsigned(blocks), unsigned(l.warps * 32), smem, stream>>>(a, sh, int(channel_blocks));
+  selective_scan_warps<T, kVarB, kVarC, Cfg><<<unsigned(blocks), unsigned(sh.warps * 32), smem, stream>>>(a, sh);
   check_cuda(cudaGetLastError(), kWhere);
 }
 
+template <class T, class Cfg>
+void launch_scan_bc(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l, bool fit) {
+  if (a.var_B && a.var_C) launch_scan<T, true, true, Cfg>(a, s, l, fit);
+  else if (a.var_B) launch_scan<T, true, false, Cfg>(a, s, l, fit);
+  else if (a.var_C) launch_scan<T, false, true, Cfg>(a, s, l, fit);
+  else launch_scan<T, false, false, Cfg>(a, s, l, fit);
+}
+
 template <class T>
-void launch_scan_bc(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l) {
-  // Mamba's case (input-dependent B and C) gets a kernel without the per-thread B/C fallback
-  // when the launch's channel groups never straddle two B/C groups.
-  const bool shared = (a.d / a.groups) % l.channels_per_warp == 0;
+void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l, bool fit) {
   if constexpr (std::is_same_v<T, float>) {  // dev variants (dev/selective_scan/sweep_launch.cpp)
-    if (a.var_B && a.var_C && shared && l.variant > 0) {
-      if (l.variant == 1) return launch_scan<T, true, true, ScanConfig<16, 1, 2>, true>(a, s, l);
-      if (l.variant == 2) return launch_scan<T, true, true, ScanConfig<8, 4, 1>, true>(a, s, l);
-      if (l.variant == 3) return launch_scan<T, true, true, ScanConfig<16, 2, 1>, true>(a, s, l);
-      if (l.variant == 4) return launch_scan<T, true, true, ScanConfig<4, 4, 2>, true>(a, s, l);
-    }
+    if (l.variant == 2) return launch_scan<T, true, true, ScanConfig<8, 3>>(a, s, l, fit);
   }
-  if (a.var_B && a.var_C && shared) launch_scan<T, true, true, DefaultConfig, true>(a, s, l);
-  else if (a.var_B && a.var_C) launch_scan<T, true, true, DefaultConfig>(a, s, l);
-  else if (a.var_B) launch_scan<T, true, false, DefaultConfig>(a, s, l);
-  else if (a.var_C) launch_scan<T, false, true, DefaultConfig>(a, s, l);
-  else launch_scan<T, false, false, DefaultConfig>(a, s, l);
+  launch_scan_bc<T, DefaultConfig>(a, s, l, fit);
 }
 
 }  // namespace
 
 void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
                                 SelectiveScanLaunch launch) {
-  if (launch.channels_per_warp != 0 && launch.channels_per_warp != 8 &&
-      launch.channels_per_warp != 16 && launch.channels_per_warp != 32)
-    throw_error(kWhere, "channels_per_warp must be 8, 16 or 32");
-  if (launch.warps < 0 || launch.warps > kMaxWarps)
-    throw_error(kWhere, "warps must be 1..8");
+  const int cw = launch.channels_per_warp;
+  if (cw < 0 || cw > 32 || (cw & (cw - 1)) != 0) throw_error(kWhere, "channels_per_warp must be a power of two up to 32");
+  if (launch.warps < 0 || launch.warps > kMaxWarps) throw_error(kWhere, "warps must be 1..8");
+  if (launch.variant == 2 && !(a.dtype == DType::f32 && a.var_B && a.var_C))
+    throw_error(kWhere, "variant 2 is compiled for f32 with input-dependent B and C only");
   DeviceGuard guard(device, kWhere);
+  const bool fit = launch.channels_per_warp == 0 && launch.warps == 0;
   const SelectiveScanLaunch l = choose_launch(a, device, launch);
   const auto s = static_cast<cudaStream_t>(stream.handle);
   switch (a.dtype) {
-    case DType::f32: return launch_scan_bc<float>(a, s, l);
-    case DType::bf16: return launch_scan_bc<__nv_bfloat16>(a, s, l);
-    case DType::f16: return launch_scan_bc<__half>(a, s, l);
+    case DType::f32: return launch_scan_variant<float>(a, s, l, fit);
+    case DType::bf16: return launch_scan_variant<__nv_bfloat16>(a, s, l, fit);
+    case DType::f16: return launch_scan_variant<__half>(a, s, l, fit);
     default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
   }
 }
@@ -530,7 +537,6 @@ void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream s
 void selective_scan_cuda(const SelectiveScanArgs& a, int device, Stream stream) {
   selective_scan_cuda_launch(a, device, stream, {});
 }
-
 namespace {
 
 template <class T>

@@ -14,11 +14,11 @@ void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream st
 
 // The CUDA kernel's launch shape, for dev/selective_scan's sweeps: channels per warp (lanes
 // along d; the other lanes of a warp take consecutive time segments) and warps per block
-// (further time segments). 0 picks the default for the shape.
+// (further channels of the same B/C group). 0 picks the default for the shape.
 struct SelectiveScanLaunch {
-  int channels_per_warp = 0;  // 8, 16 or 32
+  int channels_per_warp = 0;  // a power of two up to 32
   int warps = 0;              // 1..8
-  int variant = 0;            // dev: 0 the library's kernel; 1..4 other (K, S) (f32, input-dependent B/C)
+  int variant = 0;            // dev: 0 the library's kernel; 2 K = 8 steps per thread (f32, input-dependent B/C)
 };
 void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
                                 SelectiveScanLaunch launch);
