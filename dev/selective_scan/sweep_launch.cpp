@@ -2,13 +2,15 @@
 // launch shapes (channels per warp Cw × warps per block W) on the bench shapes of the issue, f32,
 // Mamba's configuration (input-dependent B/C, one group, D, z, delta_bias + softplus), and prints
 // each against the exp and copy-bandwidth ceilings, for the kernel's compile-time variants
-// (variant 0 = the library's K = 16 steps per thread; 2 = K = 8), with the largest difference
+// (variant 0 = the library's; 2 = K = 8 steps per thread, 3 = 4 rounds per B/C stage instead of
+// 8, 4 = the scan's width read at run time; see src/cuda/selective_scan.cu), with the largest
+// difference
 // from the CPU backend's output on a sample of it (the first and last 1M outputs; a
 // correctness check at full size, relative to the sample's largest |out|).
 //   sweep             everything
 //   sweep --default   only the default launch (also links against older kernels: the entry
 //                     point is the same)
-//   sweep --once      the default launch on the first shape once (for a profiler)
+//   sweep --once [I]  the default launch on shape I (default 0) once (for a profiler)
 //
 // Build and run on a GPU machine, after scripts/gpu_quick.sh sixfold (build-gpu/libsixfold.a):
 //   g++ -std=c++20 -O2 -fopenmp -Iinclude -I/usr/local/cuda/include dev/selective_scan/sweep_launch.cpp
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,6 +95,7 @@ double rel_diff(const std::vector<float>& got, const std::vector<float>& ref) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool once = mode == "--once", only_default = mode == "--default";
+  const int once_shape = once && argc > 2 ? std::atoi(argv[2]) : 0;
   if (!cuda_available()) { std::fprintf(stderr, "no GPU\n"); return 1; }
   double bw = 1, ex = 1;  // --once (profiling) needs no ceilings
   if (!once) {
@@ -101,7 +105,9 @@ int main(int argc, char** argv) {
     std::printf("%s: copy %.0f GB/s, exp %.0f G/s\n", ceil.gpu->name.c_str(), bw / 1e9, ex / 1e9);
   }
   std::mt19937 rng(12345);
+  int shape_index = -1;
   for (Shape4 s : {Shape4{1, 2048, 4096, 16}, Shape4{8, 4096, 2048, 16}, Shape4{4, 8192, 1536, 64}}) {
+    if (once && ++shape_index != once_shape) continue;
     const std::int64_t numel = s.batch * s.d * s.len, bc = s.batch * s.n * s.len;
     Array u = random_array(numel, -2, 2, rng), dt = random_array(numel, -5, 0, rng), z = random_array(numel, -3, 3, rng),
           B = random_array(bc, -1, 1, rng), C = random_array(bc, -1, 1, rng), A = random_array(s.d * s.n, -8, -0.5, rng),
@@ -142,9 +148,9 @@ int main(int argc, char** argv) {
                 rel_diff(sample(out.get(), numel), ref));
     std::fflush(stdout);
     if (only_default) continue;
-    for (int v : {0, 2})
-      for (int cw : {1, 2, 4, 8, 16, 32})
-        for (int w : {2, 4, 8}) {
+    for (int v : {0, 2, 3, 4})
+      for (int cw : {1, 2, 4, 8})
+        for (int w : {4, 8}) {
           try {
             cudaMemset(out.get(), 0xff, numel * 4);  // NaN: every output must be written again
             const double ms = time_ms(a, {cw, w, v});

@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -54,7 +55,7 @@ struct ScanConfig {
 };
 using DefaultConfig = ScanConfig<16, 2>;
 constexpr int kMaxWarps = 8, kMaxThreads = kMaxWarps * 32;
-constexpr int kStageRounds = 4;  // state rounds per B/C ring stage (fewer when shared memory is short)
+constexpr int kStageRounds = 8;  // state rounds per B/C ring stage (fewer when shared memory is short)
 
 // ---- elements --------------------------------------------------------------------------------
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -72,8 +73,25 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x on the SFU; 2^(−large)
   return y;
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+// softplus(d) = max(d, 0) + log1p(x), x = e^−|d| ∈ (0, 1], with log1p(x) = 2·atanh(t),
+// t = x / (2 + x) ≤ 1/3: the series 2t·(1 + t²/3 + ... + t¹²/13) leaves a relative error under
+// 2e-8 (the exp's own, ~2^-22, dominates). ~14 instructions against ~50 for log1pf(expf(d)),
+// which the chunk start paid per element (n = 16: a tenth of the kernel's instructions).
+__device__ __forceinline__ float softplus_fast(float d) {
+  const float x = ex2(-fabsf(d) * 1.4426950408889634f);
+  const float t = __fdividef(x, 2.0f + x), t2 = t * t;
+  float p = 1.0f / 13.0f;
+  p = fmaf(p, t2, 1.0f / 11.0f);
+  p = fmaf(p, t2, 1.0f / 9.0f);
+  p = fmaf(p, t2, 1.0f / 7.0f);
+  p = fmaf(p, t2, 1.0f / 5.0f);
+  p = fmaf(p, t2, 1.0f / 3.0f);
+  p = fmaf(p, t2, 1.0f);
+  return fmaf(t + t, p, fmaxf(d, 0.0f));
+}
+
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
 __device__ __forceinline__ bool aligned16(const void* p) {
@@ -130,53 +148,60 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 struct Shape {
   int cw, warps;       // channels per warp (power of two ≤ 32), warps per block (each its own channels)
   int chunk;           // steps per chunk: (32 / cw) segments of K
-  int rounds;          // state rounds per ring stage
+  int rounds;          // state rounds per ring stage (a power of two)
+  int row_pieces_log;  // log2 of the 16-byte pieces in one B/C row of a chunk
   int seg_bytes;       // bytes of one segment's K values in a ring row, padded: K·sizeof(T) + 16
   int channel_blocks;  // blocks per batch row: d / (warps·cw)
 };
 
 // Shared memory (bytes): ring[2][rounds][M][32/cw segments][seg_bytes] (B and/or C rows of the
-// stage's rounds, M = number of input-dependent matrices), carry[W][n][cw] f32.
+// stage's rounds, M = number of input-dependent matrices), carry[W][n][cw] f32, then A of the
+// warps' channels in the same layout.
 struct SmemLayout {
-  int row, stage, carry, bytes;
+  int row, stage, carry, a_words, bytes;  // a_words: A's offset from carry, in floats
   __host__ __device__ SmemLayout(const Shape& sh, int mats, int n) {
     row = (32 / sh.cw) * sh.seg_bytes;
     stage = sh.rounds * mats * row;
     carry = 2 * stage;
-    bytes = carry + sh.warps * n * sh.cw * 4;
+    a_words = sh.warps * n * sh.cw;
+    bytes = carry + 2 * a_words * 4;
   }
 };
 
-// Stage the B/C rows of rounds (q, s), (q, s+1), ... (rounds of one stage, states wrapping into
-// the next chunk) into one ring slot, the whole block cooperating: 16-byte cp.async pieces,
+// Stage the B/C rows of rounds (q, s), (q, s+1), ... (the R rounds of one stage, states
+// wrapping into the next chunk) into one ring slot, the threads cooperating, each one 16-byte
+// piece at a time (pieces ordered round, matrix, piece; all counts powers of two): cp.async,
 // zero-filled past the sequence's end; `vec` false (unaligned rows): plain loads and stores.
 template <class T, int K, bool kVarB, bool kVarC>
 __device__ __forceinline__ void fill_stage(unsigned char* slot, const Shape& sh, int row_bytes, std::int64_t q, int s,
                                            std::int64_t nchunks, int n, const T* B_rows, std::int64_t b_s,
-                                           const T* C_rows, std::int64_t c_s, std::int64_t len, bool vec) {
+                                           const T* C_rows, std::int64_t c_s, std::int64_t len, bool vec, int tid,
+                                           int nthreads) {
   constexpr int M = int(kVarB) + int(kVarC), E = 16 / int(sizeof(T)), kPieces = K / E;  // pieces per segment
-  const int row_pieces = sh.chunk / E;
-  for (int j = 0; j < sh.rounds && q < nchunks; ++j) {  // uniform over the block
-    for (int i = threadIdx.x; i < M * row_pieces; i += blockDim.x) {
-      const int m = M == 1 ? 0 : int(i >= row_pieces), p = i - m * row_pieces;
-      const T* row = (kVarB && m == 0) ? B_rows + s * b_s : C_rows + s * c_s;
-      const std::int64_t t = q * sh.chunk + std::int64_t(p) * E, left = len - t;
-      unsigned char* dst = slot + (j * M + m) * row_bytes + (p / kPieces) * sh.seg_bytes + (p % kPieces) * 16;
-      if (vec) {
-        const int bytes = int(std::clamp<std::int64_t>(left, 0, E)) * int(sizeof(T));
-        cp_async16(dst, bytes > 0 ? row + t : row, bytes);
-      } else {
-        T e[E];
-#pragma unroll
-        for (int k = 0; k < E; ++k) e[k] = k < left ? row[t + k] : from_f32<T>(0.0f);
-        uint4 raw;
-        memcpy(&raw, e, 16);
-        *reinterpret_cast<uint4*>(dst) = raw;
-      }
+  const int row_log = sh.row_pieces_log, total = (sh.rounds * M) << row_log;
+  for (int i = tid; i < total; i += nthreads) {
+    const int jm = i >> row_log, p = i & ((1 << row_log) - 1);
+    const int j = M == 1 ? jm : jm >> 1, m = M == 1 ? 0 : jm & 1;
+    std::int64_t qq = q;
+    int ss = s + j;
+    while (ss >= n) {
+      ss -= n;
+      ++qq;
     }
-    if (++s == n) {
-      s = 0;
-      ++q;
+    if (qq >= nchunks) continue;
+    const T* row = (kVarB && m == 0) ? B_rows + ss * b_s : C_rows + ss * c_s;
+    const std::int64_t t = qq * sh.chunk + std::int64_t(p) * E, left = len - t;
+    unsigned char* dst = slot + jm * row_bytes + (p / kPieces) * sh.seg_bytes + (p % kPieces) * 16;
+    if (vec) {
+      const int bytes = int(std::clamp<std::int64_t>(left, 0, E)) * int(sizeof(T));
+      cp_async16(dst, bytes > 0 ? row + t : row, bytes);
+    } else {
+      T e[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) e[k] = k < left ? row[t + k] : from_f32<T>(0.0f);
+      uint4 raw;
+      memcpy(&raw, e, 16);
+      *reinterpret_cast<uint4*>(dst) = raw;
     }
   }
 }
@@ -195,13 +220,16 @@ __device__ __forceinline__ void read_ring(const unsigned char* p, float (&v)[K])
   }
 }
 
-template <class T, bool kVarB, bool kVarC, class Cfg>
+// kSegs: segments per warp (32 / Cw) fixed at compile time (the scan unrolled, lane arithmetic
+// folded), or 0: taken from sh.cw at run time.
+template <class T, bool kVarB, bool kVarC, class Cfg, int kSegs>
 __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks)
 selective_scan_warps(SelectiveScanArgs a, Shape sh) {
   constexpr int K = Cfg::kItems, M = int(kVarB) + int(kVarC);
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int n = int(a.n), cw = sh.cw;
+  const int n = int(a.n), cw = kSegs ? 32 / kSegs : sh.cw;
+  if constexpr (kSegs != 0) sh.chunk = kSegs * K;
   const SmemLayout lay(sh, M, n);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int ch = lane & (cw - 1), seg = lane / cw;
@@ -222,7 +250,6 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
   T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + c * a.out_stride[1] + start;
   const T* B_rows = kVarB ? static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start : nullptr;
   const T* C_rows = kVarC ? static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start : nullptr;
-  const float* A_row = a.A + c * n;
   const float* Bfix = kVarB ? nullptr : static_cast<const float*>(a.B) + c * n;
   const float* Cfix = kVarC ? nullptr : static_cast<const float*>(a.C) + c * n;
   const float bias = a.delta_bias ? a.delta_bias[c] : 0.0f;
@@ -248,18 +275,26 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
     fs += sh.rounds;
     while (fs >= n) { fs -= n; ++fq; }
   };
+  unsigned char* const ring0 = smem;
+  const int fill_tid = int(threadIdx.x), fill_threads = int(blockDim.x);
   if constexpr (M > 0) {
-    fill_stage<T, K, kVarB, kVarC>(smem, sh, lay.row, fq, fs, nchunks, n, B_rows, a.B_stride[2], C_rows,
-                                   a.C_stride[2], len, vec);
+    fill_stage<T, K, kVarB, kVarC>(ring0, sh, lay.row, fq, fs, nchunks, n, B_rows, a.B_stride[2], C_rows,
+                                   a.C_stride[2], len, vec, fill_tid, fill_threads);
     cp_async_commit();
     advance();
   }
 
   // Running pointers (no index arithmetic per round): this segment's B row in the ring, the
   // round within its stage, the stage's slot.
-  const unsigned char* ring = smem + seg * sh.seg_bytes;
+  const unsigned char* ring = ring0 + seg * sh.seg_bytes;
   int j = 0, slot = 0;
-  float A_cur = A_row[0], Bs_cur = kVarB ? 0.0f : Bfix[0], Cs_cur = kVarC ? 0.0f : Cfix[0];
+  {  // A of the warp's channels, [s][cw] beside the carry: a shared-memory read per round
+    float* a_sm = carry - ch + lay.a_words;
+    const float* A_w = a.A + (c - ch) * n;
+    for (int i = lane; i < n * cw; i += 32) a_sm[i] = A_w[(i % cw) * n + i / cw];
+    __syncwarp();
+  }
+  float A_cur = carry[lay.a_words], Bs_cur = kVarB ? 0.0f : Bfix[0], Cs_cur = kVarC ? 0.0f : Cfix[0];
   for (std::int64_t q = 0; q < nchunks; ++q) {
     const std::int64_t t0 = q * sh.chunk, ti = t0 + std::int64_t(seg) * K;  // this thread's first step
     const int valid = int(std::clamp<std::int64_t>(len - ti, 0, K));
@@ -272,20 +307,24 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         float d = dt[k] + bias;
-        if (a.delta_softplus) d = d <= 20.0f ? log1pf(ex2(d * kLog2e)) : d;
+        if (a.delta_softplus) d = d <= 20.0f ? softplus_fast(d) : d;
         d = k < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
         dt[k] = d * kLog2e;        // pre-scaled for ex2
         sumdt += dt[k];
         du[k] = d * u[k];
         y[k] = Dv * u[k];
       }
-      asm volatile("" : "+f"(sumdt));  // kept in a register (not re-summed in every round)
+      // Opaque from here on: the compiler would otherwise keep the raw u and Δ and recompute
+      // Δ·log2 e, Δ·u and their sum in every state round (~50 instructions a round).
+      asm volatile("" : "+f"(sumdt));
+#pragma unroll
+      for (int k = 0; k < K; ++k) asm volatile("" : "+f"(dt[k]), "+f"(du[k]));
     }
-    if (!last_chunk) {  // warm L2 with the next chunk's rows
+    if (!last_chunk && ti + sh.chunk < len) {  // warm L1 with the next chunk's rows
       const std::int64_t tn = ti + sh.chunk;
-      prefetch_l2(u_row + tn);
-      prefetch_l2(dt_row + tn);
-      if (z_row) prefetch_l2(z_row + tn);
+      prefetch_l1(u_row + tn);
+      prefetch_l1(dt_row + tn);
+      if (z_row) prefetch_l1(z_row + tn);
     }
     float* carry_s = carry;
     for (int s = 0; s < n; ++s, carry_s += cw) {
@@ -294,8 +333,9 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
           cp_async_wait_all();  // the other slot was last read before this barrier: refill it
           __syncthreads();
           if (fq < nchunks)
-            fill_stage<T, K, kVarB, kVarC>(smem + (slot ^ 1) * lay.stage, sh, lay.row, fq, fs, nchunks, n,
-                                           B_rows, a.B_stride[2], C_rows, a.C_stride[2], len, vec);
+            fill_stage<T, K, kVarB, kVarC>(ring0 + (slot ^ 1) * lay.stage, sh, lay.row, fq, fs, nchunks, n,
+                                           B_rows, a.B_stride[2], C_rows, a.C_stride[2], len, vec, fill_tid,
+                                           fill_threads);
           cp_async_commit();
           advance();
         }
@@ -303,7 +343,7 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
       const float A2 = A_cur, Bs = Bs_cur, Cs = Cs_cur;
       {
         const int sn = s + 1 < n ? s + 1 : 0;  // the next round's per-channel values, one round early
-        A_cur = A_row[sn];  // (L1 hits after the first chunk)
+        A_cur = carry_s[(sn - s) * cw + lay.a_words];
         if constexpr (!kVarB) Bs_cur = Bfix[sn];
         if constexpr (!kVarC) Cs_cur = Cfix[sn];
       }
@@ -324,7 +364,10 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
         // Inclusive scan of the segment maps (lanes cw apart), the carry composed in first: mb
         // ends as the state at the end of this lane's segment.
         float ma = ex2(A2 * sumdt), mb = fmaf(ma, cin, bacc);
-        for (int off = cw; off < 32; off <<= 1) {
+#pragma unroll
+        for (int level = 0; level < 5; ++level) {
+          const int off = cw << level;
+          if (off >= 32) break;
           const float oa = __shfl_up_sync(0xffffffffu, ma, off), ob = __shfl_up_sync(0xffffffffu, mb, off);
           if (lane >= off) {
             mb = fmaf(ma, ob, mb);
@@ -344,15 +387,12 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
         }
       }
       const float hout = __shfl_sync(0xffffffffu, h, 32 - cw + ch);  // the last segment's state
-      if (lane < cw) {
-        *carry_s = hout;
-        if (last_chunk && final_row) final_row[s] = hout;
-      }
+      if (lane < cw) *carry_s = hout;
       ring += M * lay.row;
       if (++j == sh.rounds) {
         j = 0;
         slot ^= 1;
-        ring = smem + slot * lay.stage + seg * sh.seg_bytes;
+        ring = ring0 + slot * lay.stage + seg * sh.seg_bytes;
       }
     }
     if (z_row) {
@@ -363,6 +403,8 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
     }
     store_items<T, K>(out_row + ti, valid, y);
   }
+  if (final_row && lane < cw)  // the last chunk's carry (each lane reads back its own words)
+    for (int s = 0; s < n; ++s) final_row[s] = carry[s * cw];
   if constexpr (M > 0) cp_async_wait_all();  // no copy left in flight at exit
 }
 
@@ -451,6 +493,8 @@ Shape make_shape(int cw, int warps, int k, int elem_bytes, std::int64_t d, std::
   sh.chunk = (32 / cw) * k;
   sh.rounds = kStageRounds;
   sh.seg_bytes = k * elem_bytes + 16;
+  sh.row_pieces_log = 0;
+  while ((16 << sh.row_pieces_log) < sh.chunk * elem_bytes) ++sh.row_pieces_log;
   sh.channel_blocks = int(d / (std::int64_t(warps) * cw));
   (void)groups;
   return sh;
@@ -465,6 +509,13 @@ SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, Select
     const std::int64_t want_warps = 12 * std::int64_t(sm_count(device));
     int cw = 1;
     while (cw < 8 && per_group % (2 * cw) == 0 && channels / (2 * cw) >= want_warps) cw *= 2;
+    // Dev/test hook: SIXFOLD_SSCAN_CW=c forces the widest power of two <= c that divides the
+    // group (the tests' small shapes would otherwise always get Cw = 1).
+    if (const char* e = std::getenv("SIXFOLD_SSCAN_CW")) {
+      const int want = std::atoi(e);
+      cw = 1;
+      while (2 * cw <= std::min(want, 32) && per_group % (2 * cw) == 0) cw *= 2;
+    }
     l.channels_per_warp = cw;
   }
   if (!l.warps) {
@@ -475,16 +526,17 @@ SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, Select
   return l;
 }
 
-template <class T, bool kVarB, bool kVarC, class Cfg>
+template <class T, bool kVarB, bool kVarC, class Cfg, bool kFixedSegs = false>
 void launch_scan(const SelectiveScanArgs& a, cudaStream_t stream, SelectiveScanLaunch l, bool fit) {
   constexpr int M = int(kVarB) + int(kVarC);
   if ((a.d / a.groups) % (std::int64_t(l.warps) * l.channels_per_warp) != 0)
     throw_error(kWhere, "warps · channels_per_warp must divide d / groups");
   Shape sh = make_shape(l.channels_per_warp, l.warps, Cfg::kItems, int(sizeof(T)), a.d, a.groups);
-  // Shared memory: fewer rounds per stage, then fewer warps, until it fits (default launches).
-  while (fit && std::size_t(SmemLayout(sh, M, int(a.n)).bytes) > kSmemLimit) {
+  // Shared memory: fewer rounds per stage, then (default launches) fewer warps, until it fits.
+  if (l.variant == 3) sh.rounds = 4;  // dev: the stage depth of the first version
+  while (std::size_t(SmemLayout(sh, M, int(a.n)).bytes) > kSmemLimit) {
     if (sh.rounds > 1) sh.rounds /= 2;
-    else if (sh.warps > 1) {
+    else if (fit && sh.warps > 1) {
       do --sh.warps; while ((a.d / a.groups) % (std::int64_t(sh.warps) * sh.cw) != 0);
       sh.channel_blocks = int(a.d / (std::int64_t(sh.warps) * sh.cw));
     } else break;
@@ -493,13 +545,21 @@ void launch_scan(const SelectiveScanArgs& a, cudaStream_t stream, SelectiveScanL
   if (smem > kSmemLimit) throw_error(kWhere, "launch shape needs more than 48 KB of shared memory for this d_state");
   const std::int64_t blocks = a.batch * sh.channel_blocks;
   if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel-group) blocks for one launch");
-  selective_scan_warps<T, kVarB, kVarC, Cfg><<<unsigned(blocks), unsigned(sh.warps * 32), smem, stream>>>(a, sh);
+  const auto plain = selective_scan_warps<T, kVarB, kVarC, Cfg, 0>;
+  auto kernel = plain;
+  if constexpr (kFixedSegs) {  // Mamba's case (input-dependent B and C): the scan unrolled for the usual widths
+    if (sh.cw == 8) kernel = selective_scan_warps<T, kVarB, kVarC, Cfg, 4>;
+    if (sh.cw == 4) kernel = selective_scan_warps<T, kVarB, kVarC, Cfg, 8>;
+    if (sh.cw == 2) kernel = selective_scan_warps<T, kVarB, kVarC, Cfg, 16>;
+    if (sh.cw == 1) kernel = selective_scan_warps<T, kVarB, kVarC, Cfg, 32>;
+  }
+  kernel<<<unsigned(blocks), unsigned(sh.warps * 32), smem, stream>>>(a, sh);
   check_cuda(cudaGetLastError(), kWhere);
 }
 
 template <class T, class Cfg>
 void launch_scan_bc(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l, bool fit) {
-  if (a.var_B && a.var_C) launch_scan<T, true, true, Cfg>(a, s, l, fit);
+  if (a.var_B && a.var_C) launch_scan<T, true, true, Cfg, true>(a, s, l, fit);
   else if (a.var_B) launch_scan<T, true, false, Cfg>(a, s, l, fit);
   else if (a.var_C) launch_scan<T, false, true, Cfg>(a, s, l, fit);
   else launch_scan<T, false, false, Cfg>(a, s, l, fit);
@@ -509,6 +569,7 @@ template <class T>
 void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveScanLaunch l, bool fit) {
   if constexpr (std::is_same_v<T, float>) {  // dev variants (dev/selective_scan/sweep_launch.cpp)
     if (l.variant == 2) return launch_scan<T, true, true, ScanConfig<8, 3>>(a, s, l, fit);
+    if (l.variant == 4) return launch_scan<T, true, true, DefaultConfig>(a, s, l, fit);
   }
   launch_scan_bc<T, DefaultConfig>(a, s, l, fit);
 }
@@ -520,8 +581,8 @@ void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream s
   const int cw = launch.channels_per_warp;
   if (cw < 0 || cw > 32 || (cw & (cw - 1)) != 0) throw_error(kWhere, "channels_per_warp must be a power of two up to 32");
   if (launch.warps < 0 || launch.warps > kMaxWarps) throw_error(kWhere, "warps must be 1..8");
-  if (launch.variant == 2 && !(a.dtype == DType::f32 && a.var_B && a.var_C))
-    throw_error(kWhere, "variant 2 is compiled for f32 with input-dependent B and C only");
+  if (launch.variant != 0 && !(a.dtype == DType::f32 && a.var_B && a.var_C))
+    throw_error(kWhere, "dev variants are compiled for f32 with input-dependent B and C only");
   DeviceGuard guard(device, kWhere);
   const bool fit = launch.channels_per_warp == 0 && launch.warps == 0;
   const SelectiveScanLaunch l = choose_launch(a, device, launch);

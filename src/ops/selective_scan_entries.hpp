@@ -18,7 +18,7 @@ void selective_state_update_cuda(const StateUpdateArgs& a, int device, Stream st
 struct SelectiveScanLaunch {
   int channels_per_warp = 0;  // a power of two up to 32
   int warps = 0;              // 1..8
-  int variant = 0;            // dev: 0 the library's kernel; 2 K = 8 steps per thread (f32, input-dependent B/C)
+  int variant = 0;            // dev: 0 the library's kernel; 2 K = 8, 3 R = 4, 4 run-time width (f32, input-dependent B/C)
 };
 void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
                                 SelectiveScanLaunch launch);
