@@ -3,7 +3,8 @@
 // {1, 16, 64, 256}; fixed or input-dependent B/C with groups; D, z, delta_bias, softplus,
 // initial and final state; padded (strided) rows; varlen batches with empty sequences; out
 // aliasing u; bad input rejected with nothing written. CUDA cases run where a GPU is usable
-// (skipped otherwise; SIXFOLD_REQUIRE_GPU=1 fails them; SIXFOLD_TEST_SMALL=1 drops the largest).
+// (skipped otherwise; SIXFOLD_REQUIRE_GPU=1 fails them; SIXFOLD_TEST_SMALL=1 drops the largest),
+// also with the kernel's wider launch shapes forced.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -277,6 +278,23 @@ TEST(SelectiveScanCpu, MatchesReference) {
 TEST(SelectiveScanCuda, MatchesReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
   for (const Case& c : cases()) run_case(c, Device::cuda(0));
+}
+
+// The CUDA kernel's launch width (channels per warp, 32 / that time segments per warp) follows
+// the problem size, so the small shapes above always get one channel per warp; the hook
+// SIXFOLD_SSCAN_CW forces the wider ones (the widest power of two up to it that divides the
+// channels of a B/C group), which the bench shapes use, on the same cases.
+TEST(SelectiveScanCuda, WideLaunchShapesMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
+  const char* old = std::getenv("SIXFOLD_SSCAN_CW");
+  const std::string saved = old ? old : "";
+  for (const char* cw : {"2", "4", "8"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_SSCAN_CW=") + cw);
+    setenv("SIXFOLD_SSCAN_CW", cw, 1);
+    for (const Case& c : cases()) run_case(c, Device::cuda(0));
+  }
+  if (old) setenv("SIXFOLD_SSCAN_CW", saved.c_str(), 1);
+  else unsetenv("SIXFOLD_SSCAN_CW");
 }
 
 // ---- selective_state_update ---------------------------------------------------------------
