@@ -905,13 +905,64 @@ __device__ __forceinline__ void publish_range(u64 hi, u64 nlo, u64* g_hi, u64* g
   }
 }
 
-constexpr int kFilterThreads = 512, kWarpBuf = 64;
+constexpr int kFilterThreads = 512;
+
+// The filter's common-case test on a 16-byte group: false only if no element's key (^ flip) is
+// at or above thr. Floats compare as floats against the value of thr's key, s·v against s·tf
+// with s = −1 for `smallest` — one multiply and one unordered compare per element instead of
+// the order key (NaN, −0 and the xor) — and it errs only towards true (NaN, a NaN threshold),
+// after which the exact keys are computed. Integers compare their keys (already cheap).
+struct Probe {
+  float s, st;  // sign, sign · value of thr's key
+  u32 thr, flip;
+  __device__ __forceinline__ Probe(u32 thr_, u32 flip_) : thr(thr_), flip(flip_) {
+    const u32 k = thr ^ flip;  // the key (unflipped) that thr stands for
+    const float tf = __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+    s = flip ? -1.f : 1.f;
+    st = s * tf;
+  }
+  __device__ __forceinline__ bool f(float v) const { return !(s * v < st); }
+};
+template <class T> __device__ __forceinline__ bool may_pass(const uint4& r, const Probe& p);
+template <> __device__ __forceinline__ bool may_pass<float>(const uint4& r, const Probe& p) {
+  return p.f(__uint_as_float(r.x)) | p.f(__uint_as_float(r.y)) | p.f(__uint_as_float(r.z)) |
+         p.f(__uint_as_float(r.w));
+}
+template <> __device__ __forceinline__ bool may_pass<int>(const uint4& r, const Probe& p) {
+  bool hit = false;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) hit |= (vec_key<int>(r, j) ^ p.flip) >= p.thr;
+  return hit;
+}
+template <> __device__ __forceinline__ bool may_pass<__half>(const uint4& r, const Probe& p) {
+  bool hit = false;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&(&r.x)[w]));
+    hit |= p.f(f.x) | p.f(f.y);
+  }
+  return hit;
+}
+template <> __device__ __forceinline__ bool may_pass<__nv_bfloat16>(const uint4& r, const Probe& p) {
+  bool hit = false;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&(&r.x)[w]));
+    hit |= p.f(f.x) | p.f(f.y);
+  }
+  return hit;
+}
 
 // The filter: one read of the row. Candidates (keys > thr) go through a per-warp staging
-// buffer in shared memory to the global list, 32 at a time (one atomic per 32, not per ballot).
-// A programmatic dependent of lr_sample: the first loads are issued before its threshold exists.
+// buffer in shared memory to the global list, whole 32s at a time (one atomic per flush, not
+// per ballot). A programmatic dependent of lr_sample: the first loads are issued before its
+// threshold exists. The common case (no element of the warp's U loads may reach thr, by
+// may_pass) costs a multiply and a compare per element and one vote per U loads; the exact keys
+// are computed only on the slow path, which flushes once per load (the buffer holds 32 more
+// than one load's W ballots can add).
 template <class T, int kMinBlocks, int U, bool kStreamLoads>
 __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> a) {
+  constexpr int W = Vec<T>::kWidth, kWarpBuf = 32 * (W + 1);
   __shared__ u64 wbuf[kFilterThreads / 32][kWarpBuf];
   const int t = threadIdx.x;
   const u32 lane = t & 31;
@@ -920,7 +971,6 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
   for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;  // for lr_tail
   for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[i] = 0;
   for (u64 i = gtid; i < 3 * 4096; i += gthreads) a.chist[i] = 0;
-  constexpr int W = Vec<T>::kWidth;
   const u64 warp = gtid >> 5, nwarps = gthreads >> 5, step = nwarps * 32 * U;
   const u64 h = a.head_elems, nv = (a.n - h) / W;
   const uint4* xv = reinterpret_cast<const uint4*>(a.x + h);
@@ -933,15 +983,21 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
   }
   asm volatile("griddepcontrol.wait;" ::: "memory");  // lr_sample's threshold and zeroed counts
   const u32 thr = __ldcg(&a.head->thr);
+  const Probe probe(thr, a.flip);
   u32 wc = 0;  // entries in this warp's buffer (the same in every lane)
-  auto flush = [&](u32 count) {  // the first count (<= 32) entries; their range into the head
+  auto flush = [&](u32 count) {  // the first `count` entries: a multiple of 32, or all at the end
     u64 base = 0;
     if (lane == 0 && count) base = atomicAdd(&a.head->cand_count, u64(count));
     base = __shfl_sync(0xffffffffu, base, 0);
-    const u64 cv = lane < count ? buf[lane] : 0;
-    if (lane < count && base + lane < a.cap) a.cand[base + lane] = cv;
-    publish_range(cv, lane < count ? ~cv : 0, &a.head->cand_hi, &a.head->cand_nlo);
-    const u32 rest = wc - count;  // <= 31
+    u64 hi = 0, nlo = 0;
+    for (u32 i = lane; i < count; i += 32) {
+      const u64 cv = buf[i];
+      if (base + i < a.cap) a.cand[base + i] = cv;
+      hi = std::max(hi, cv);
+      nlo = std::max(nlo, ~cv);
+    }
+    publish_range(hi, nlo, &a.head->cand_hi, &a.head->cand_nlo);
+    const u32 rest = wc - count;  // < 32
     __syncwarp();
     const u64 v = lane < rest ? buf[count + lane] : 0;
     __syncwarp();
@@ -949,36 +1005,41 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     __syncwarp();
     wc = rest;
   };
-  auto append = [&](bool p, u32 key, u64 i) {
+  auto append = [&](bool p, u32 key, u64 i) {  // no flush: the caller flushes
     const unsigned m = __ballot_sync(0xffffffffu, p);
-    if (!m) return;
     if (p) buf[wc + __popc(m & lanemask_lt())] = comp(key, i);
     wc += __popc(m);
-    __syncwarp();
-    if (wc >= 32) flush(32);
   };
   while (b < nv) {
+    bool hit = false;  // some element may reach thr (the exact keys are computed on the rare
+                       // slow path, so they are not live across the vote)
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const u64 v = b + u * 32 + lane;
-      const bool ok = v < nv;
-      u32 key[W];
-      bool above = false;
-      u32 ties = 0;
+    for (int u = 0; u < U; ++u) hit |= b + u * 32 + lane < nv && may_pass<T>(e[u], probe);
+    if (__any_sync(0xffffffffu, hit)) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        key[j] = vec_key<T>(e[u], j) ^ a.flip;
-        above |= ok && key[j] > thr;
-        ties += ok && key[j] == thr;
-      }
-      if (__any_sync(0xffffffffu, above)) {
+      for (int u = 0; u < U; ++u) {
+        const u64 v = b + u * 32 + lane;
+        const bool ok = v < nv;
+        u32 key[W];
+        bool above = false;
+        u32 ties = 0;
 #pragma unroll
-        for (int j = 0; j < W; ++j) append(ok && key[j] > thr, key[j], h + v * W + j);
-      }
-      if (__any_sync(0xffffffffu, ties != 0)) {
-        // A warp's 32 groups of one load lie in one segment (kSeg is a multiple of 32 W).
-        const u32 sum = __reduce_add_sync(0xffffffffu, ties);
-        if (lane == 0) atomicAdd(&a.seg_eq[(b + u * 32) * W / u64(kSeg)], sum);
+        for (int j = 0; j < W; ++j) {
+          key[j] = vec_key<T>(e[u], j) ^ a.flip;
+          above |= ok && key[j] > thr;
+          ties += ok && key[j] == thr;
+        }
+        if (__any_sync(0xffffffffu, above)) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) append(ok && key[j] > thr, key[j], h + v * W + j);
+          __syncwarp();
+          if (wc >= 32) flush(wc & ~31u);
+        }
+        if (__any_sync(0xffffffffu, ties != 0)) {
+          // A warp's 32 groups of one load lie in one segment (kSeg is a multiple of 32 W).
+          const u32 sum = __reduce_add_sync(0xffffffffu, ties);
+          if (lane == 0) atomicAdd(&a.seg_eq[(b + u * 32) * W / u64(kSeg)], sum);
+        }
       }
     }
     b += step;
@@ -994,6 +1055,8 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     const bool ok = s < scal;
     const u32 key = ok ? order_key(a.x[i]) ^ a.flip : 0u;
     append(ok && key > thr, key, i);
+    __syncwarp();
+    if (wc >= 32) flush(wc & ~31u);
     if (ok && key == thr) atomicAdd(&a.seg_eq[seg_of(a, i)], 1u);
   }
   flush(wc);
@@ -1111,18 +1174,18 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
 
 }  // namespace lr
 
-// The filter's variant: 3 blocks of 512 per multiprocessor with 4 16-byte loads in flight per
-// thread (default); dev hooks for A/B timing: SIXFOLD_TOPK_FILTER=2x8 (2 blocks, 8 loads in
-// flight; measured the same on the H200), =cs (the default with cache-streaming loads; not yet
-// measured).
+// The filter's variant: 3 blocks of 512 per multiprocessor with 4 16-byte cache-streaming
+// loads (ld.global.cs) in flight per thread (default: 3-5 us faster than __ldg on the H200, 1e8
+// f32); dev hooks for A/B timing: SIXFOLD_TOPK_FILTER=2x8 (2 blocks, 8 loads in flight; measured
+// the same), =ldg (the default with read-only-path loads).
 template <class T>
 auto lr_filter_kernel() {
   static const int v = [] {
     const char* e = std::getenv("SIXFOLD_TOPK_FILTER");
     const std::string s = e ? e : "";
-    return s == "2x8" ? 1 : s == "cs" ? 2 : 0;
+    return s == "2x8" ? 1 : s == "ldg" ? 2 : 0;
   }();
-  return v == 1 ? lr::lr_filter<T, 2, 8, false> : v == 2 ? lr::lr_filter<T, 3, 4, true> : lr::lr_filter<T, 3, 4, false>;
+  return v == 1 ? lr::lr_filter<T, 2, 8, false> : v == 2 ? lr::lr_filter<T, 3, 4, false> : lr::lr_filter<T, 3, 4, true>;
 }
 
 // Grids of lr_filter (as many blocks as fit) and lr_tail (2 per multiprocessor, all resident),
@@ -1192,12 +1255,19 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     r.segs = std::max<u64>(1, (n - r.head_elems + kSeg - 1) / kSeg);
     r.values = static_cast<T*>(a.values.data) + row * a.values.row_stride;
     r.indices = static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride;
-    check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg{};
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
+    if (topk_dev_stop() == 6) {  // dev hook: the filter alone (thr = 0xfefefefe, the key of
+                                 // ~1.7e38: no candidates in the bench data)
+      check_cuda(cudaMemsetAsync(r.head, 0xfe, sizeof(Head), stream), kWhere);
+      parallel::cuda::launch_dependent(lr_filter_kernel<T>(), dim3(unsigned(grid_filter)), dim3(kFilterThreads), 0,
+                                       stream, true, kWhere, r);
+      continue;
+    }
+    check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
     // The sample: cooperative (a grid barrier inside).
     cfg.gridDim = dim3(unsigned((count + kSampleThreads - 1) / kSampleThreads));
     cfg.blockDim = dim3(kSampleThreads);

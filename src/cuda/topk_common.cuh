@@ -250,8 +250,8 @@ struct PairSort {
 };
 
 // Dev hook for timing phases (results are then wrong): SIXFOLD_TOPK_STOP=1 runs only the
-// sample, 2 the sample and the filter (long rows); 3 stops batched rows after the sample sort,
-// 4 after the filter, 5 skips their redo pass.
+// sample, 2 the sample and the filter, 6 the filter alone with no candidates (long rows); 3 stops
+// batched rows after the sample sort, 4 after the filter, 5 skips their redo pass.
 inline int topk_dev_stop() {
   static const int v = [] {
     const char* e = std::getenv("SIXFOLD_TOPK_STOP");
