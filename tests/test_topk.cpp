@@ -63,11 +63,13 @@ double representable(DType t, double v) {
 // the CUDA long-row path samples a row of 2^19 (it must then notice that the sample misled it).
 // outlier: random, plus one huge value per row (the batched path's final sort bins keys by
 // their distance to the threshold; one outlier puts the rest into one bin).
-enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties, outlier };
+// narrow: ascending values in a range narrow for their magnitude (4096 + i / 512), which a
+// 16-bit bin of the order key does not resolve (the batched threshold then refines its sample).
+enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties, outlier, narrow };
 
 const char* data_name(Data d) {
   const char* names[] = {"random", "few-distinct", "all-equal", "specials", "ascending", "descending",
-                         "trap", "trap-ties", "outlier"};
+                         "trap", "trap-ties", "outlier", "narrow"};
   return names[int(d)];
 }
 
@@ -97,6 +99,7 @@ std::vector<double> make_data(Data kind, DType t, std::int64_t rows, std::int64_
         case Data::descending: v = 30000 - double(i % 60000); break;
         case Data::trap: v = i % 8 == 0 ? 1000.0 + double(i / 8) : nd(engine()) * 0.01; break;
         case Data::trap_ties: v = i % 8 == 0 ? 1000.0 : few(engine()); break;
+        case Data::narrow: v = 4096.0 + double(i % 32768) / 512.0; break;
         case Data::outlier: v = i == (r * 7919 + 13) % n ? (r % 2 ? -1e30 : 1e30) : nd(engine()); break;
       }
       x[std::size_t(r * n + i)] = representable(t, v);
@@ -212,6 +215,10 @@ std::vector<Case> long_row_cases() {
     cs.push_back({DType::f64, 1, 200003, 64, Data::descending, largest});
     cs.push_back({DType::i32, 1, 300000, 3000, Data::all_equal, largest});
     cs.push_back({DType::f16, 1, 270000, 10, Data::specials, largest});
+    // Sorted rows with many ties (bf16 rounds 30000 to multiples of 128): the CPU reads the
+    // adversarial order's rest in reverse blocks, non-strictly before the threshold's index.
+    cs.push_back({DType::bf16, 1, 300001, 3000, Data::ascending, largest});
+    cs.push_back({DType::f32, 1, 250007, 999, Data::descending, largest, false});
   }
   return cs;
 }
@@ -446,6 +453,9 @@ TEST(TopKCuda, BatchedRows) {
     run_case({DType::f32, 6, 16384, 1000, Data::few_distinct, largest}, d);
     run_case({DType::f32, 4, 9000, 64, Data::trap, largest}, d);
     run_case({DType::i32, 4, 30000, 256, Data::specials, largest, false}, d);
+    run_case({DType::f32, 6, 32768, 64, Data::narrow, largest}, d);
+    run_case({DType::f32, 3, 20011, 1024, Data::narrow, largest, true, 3}, d);
+    run_case({DType::bf16, 4, 16384, 100, Data::narrow, largest}, d);
     if (HasFatalFailure()) return;
   }
 }

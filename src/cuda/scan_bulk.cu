@@ -29,6 +29,7 @@
 
 #include <cub/block/block_scan.cuh>
 
+#include "ptx_sync.cuh"
 #include "sixfold/parallel/cuda.cuh"
 
 namespace sixfold::parallel::cuda::detail {
@@ -60,40 +61,8 @@ template <int kTile_, int kSlots_> struct BulkScanShape {
 };
 using DefaultBulkScan = BulkScanShape<8192, 6>;  // 6 × 32 KB in flight per SM
 
-__device__ __forceinline__ u32 smem_u32(const void* p) { return u32(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  for (;;) {
-    u32 ok;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    if (ok) return;
-  }
-}
-__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_store(void* dst, u32 src, u32 bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+using namespace sixfold::detail::ptx;  // mbarriers, bulk copies, named barriers
+
 __device__ __forceinline__ u64 ld_relaxed(const u64* p) {
   u64 v;
   asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
@@ -193,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int off = 8; off; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);  // within 16 lanes
       if (sub == 0) hdr[s].seg[seg] = v;
-      named_sync(1, kReducers);
+      named_bar_sync(1, kReducers);
       if (r == 0) {
         float agg = 0.f;
 #pragma unroll
@@ -219,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         hdr[s].prefix = prefix;
       }
     }
-    named_sync(2, kConsumers);
+    named_bar_sync(2, kConsumers);
     float carry = hdr[s].prefix;
     for (int k = 0; k < warp; ++k) carry += hdr[s].seg[k];
     float4* p = reinterpret_cast<float4*>(buf + std::size_t(s) * kTile + warp * kSeg);
@@ -240,8 +209,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       p[x] = u;
       carry += __shfl_sync(0xffffffffu, incl, 31);
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // smem writes → the bulk store
-    named_sync(2, kConsumers);
+    fence_proxy_async();  // smem writes → the bulk store
+    named_bar_sync(2, kConsumers);
     if (c == 0) {
       bulk_store(out + t * kTile, smem_u32(buf + std::size_t(s) * kTile), kTile * 4u);
       if (i > 0) {  // the previous tile's store has read its slot: hand it back to the loader

@@ -934,23 +934,23 @@ template <> __device__ __forceinline__ bool may_pass<int>(const uint4& r, const 
   for (int j = 0; j < 4; ++j) hit |= (vec_key<int>(r, j) ^ p.flip) >= p.thr;
   return hit;
 }
-template <> __device__ __forceinline__ bool may_pass<__half>(const uint4& r, const Probe& p) {
+// 16-bit floats: four pairs (H2: __half2 or __nv_bfloat162), widened to f32 pairwise.
+__device__ __forceinline__ float2 widen2(__half2 v) { return __half22float2(v); }
+__device__ __forceinline__ float2 widen2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+template <class H2> __device__ __forceinline__ bool may_pass_pairs(const uint4& r, const Probe& p) {
   bool hit = false;
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&(&r.x)[w]));
+    const float2 f = widen2(*reinterpret_cast<const H2*>(&(&r.x)[w]));
     hit |= p.f(f.x) | p.f(f.y);
   }
   return hit;
 }
+template <> __device__ __forceinline__ bool may_pass<__half>(const uint4& r, const Probe& p) {
+  return may_pass_pairs<__half2>(r, p);
+}
 template <> __device__ __forceinline__ bool may_pass<__nv_bfloat16>(const uint4& r, const Probe& p) {
-  bool hit = false;
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&(&r.x)[w]));
-    hit |= p.f(f.x) | p.f(f.y);
-  }
-  return hit;
+  return may_pass_pairs<__nv_bfloat162>(r, p);
 }
 
 // The filter: one read of the row. Candidates (keys > thr) go through a per-warp staging

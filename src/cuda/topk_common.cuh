@@ -149,43 +149,51 @@ __device__ void block_bitonic(P v, u32 cnt) {
   }
 }
 
-// A threshold from kThreads * 2 keys held two per thread (k0, k1): the least key of the 16-bit
-// bin (two 8-bit digit histograms in shared memory, most significant first) holding the want-th
-// greatest. At least want of the keys are >= it, and it is one of them. hist: 512 words.
+// A threshold from kThreads * 2 keys held two per thread (k0, k1): the least key of the bin
+// holding the want-th greatest, by 8-bit digit histograms in shared memory, most significant
+// first. It stops after two digits (a 16-bit bin) unless that bin holds more than want / 2 + 8
+// keys beyond those needed — rows whose values span a range narrow for their magnitude (1000.0
+// to 1008.0, say) fall into one or two 16-bit bins — and after four (one key) at the latest.
+// At least want of the keys are >= it, and it is one of them. hist: 512 words, s_state: 4.
 // Every thread of the block calls it and gets the result.
 template <int kThreads, class Scan>
 __device__ u32 block_threshold_u32(u32 k0, u32 k1, u32 want, u32* hist, typename Scan::TempStorage& scan,
                                    u32* s_state) {
   static_assert(kThreads >= 256, "one histogram bin per thread");
   const u32 t = threadIdx.x;
-  u32* least = hist + 256;  // ~least key per bin of the second digit
+  u32* least = hist + 256;  // ~least key per bin
   u32 prefix = 0, krem = want;
-  for (int shift = 24; shift >= 16; shift -= 8) {
+  for (int shift = 24;; shift -= 8) {
     if (t < 256) { hist[t] = 0; least[t] = 0; }
     __syncthreads();
-    const bool second = shift == 16;
-    if (!second || (k0 >> 24) == prefix) {
+    // Keys whose digits above this one match the prefix (all keys in the first round).
+    const bool in0 = shift == 24 || (k0 >> (shift + 8)) == prefix;
+    const bool in1 = shift == 24 || (k1 >> (shift + 8)) == prefix;
+    if (in0) {
       atomicAdd(&hist[(k0 >> shift) & 255u], 1u);
-      if (second) atomicMax(&least[(k0 >> shift) & 255u], ~k0);
+      atomicMax(&least[(k0 >> shift) & 255u], ~k0);
     }
-    if (!second || (k1 >> 24) == prefix) {
+    if (in1) {
       atomicAdd(&hist[(k1 >> shift) & 255u], 1u);
-      if (second) atomicMax(&least[(k1 >> shift) & 255u], ~k1);
+      atomicMax(&least[(k1 >> shift) & 255u], ~k1);
     }
     __syncthreads();
     const u32 c = t < 256 ? hist[255 - t] : 0;  // from the top
     u32 above = 0;
     Scan(scan).ExclusiveSum(c, above);
     if (t < 256 && above < krem && krem <= above + c) {
-      s_state[0] = second ? ~least[255 - t] : 255u - t;
+      s_state[0] = 255u - t;
       s_state[1] = krem - above;
+      s_state[2] = ~least[255 - t];
+      s_state[3] = c - (krem - above);  // keys of the bin beyond those needed
     }
     __syncthreads();
-    prefix = s_state[0];
+    prefix = (prefix << 8) | s_state[0];
     krem = s_state[1];
+    const u32 thr = s_state[2], spare = s_state[3];
     __syncthreads();
+    if (shift == 0 || (shift <= 16 && spare <= want / 2 + 8)) return thr;
   }
-  return prefix;
 }
 
 // values[j] = x[idx[j]], indices[j] = idx[j] for each row's k results.

@@ -1,9 +1,10 @@
 // src/cuda/topk_rows.cu — top-k of many rows on the GPU, one block per row.
 // k <= 1024, rows of >= 8192, 32-bit keys (topk_rows_thr, the path the benchmarks take): a
-// threshold from a strided sample of 1024 keys (two 8-bit digit histograms), one read of the row
-// with 16-byte loads appending keys above it as 64-bit composites (key << 32 | ~index) to
-// per-warp parts of a shared list, the list sorted (bitonic), ties at the threshold taken in
-// index order; rows where the sample misled are flagged and redone by topk_rows_block.
+// threshold from a strided sample of 1024 keys (8-bit digit histograms: two, up to four for rows
+// of a narrow value range), one read of the row with 16-byte loads appending keys above it as
+// 64-bit composites (key << 32 | ~index) to per-warp parts of a shared list, the list sorted by
+// bins of the key (bitonic where a bin is large), ties at the threshold taken in index order;
+// rows where the sample misled are flagged and redone by topk_rows_block.
 // Otherwise (topk_rows_block): radix selection over order-preserving keys (see src/cuda/topk.cu)
 // with shared-memory digit histograms, the first digit's bucket (and above) compacted in index
 // order so that the later digits and the ordered selection read that short list instead of the
@@ -205,8 +206,8 @@ __global__ void __launch_bounds__(kRowThreads) topk_rows_block(RowsBlockArgs<T, 
 }
 
 // ---- batched rows by a sampled threshold (32-bit keys, k <= kThrMaxK) ---------------------------
-// One block per row: thr = the least sampled key of the 16-bit bin holding the want-th best of
-// a strided sample of 1024 keys (block_threshold_u32); the row's first loads go out before it is
+// One block per row: thr = the least sampled key of the 16-bit (or finer) bin holding the
+// want-th best of a strided sample of 1024 keys (block_threshold_u32); the row's first loads go out before it is
 // known. One read of the row (16-byte loads, four per thread in flight) appends every key > thr
 // as a 64-bit composite (key << 32 | ~index: distinct, larger = better, lower index first among
 // equal keys) to the warp's own part of a shared list (no shared counter), and counts keys ==
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(kThrThreads, 3) topk_rows_thr(RowsBlockArgs<T,
   __shared__ u32 bins[kThrBins];
   __shared__ unsigned short src[kThrSrc];
   __shared__ u64 s_maxcomp;
-  __shared__ u32 s_ties, s_carry, s_big, s_maxkey, s_state[2], s_wcount[kThrThreads / 32],
+  __shared__ u32 s_ties, s_carry, s_big, s_maxkey, s_state[4], s_wcount[kThrThreads / 32],
       s_woff[kThrThreads / 32 + 1];
   constexpr int kWarps = kThrThreads / 32, kPerWarp = kThrCap / kWarps;
   constexpr int W = 16 / sizeof(T), U = 4;

@@ -12,14 +12,13 @@
 // Exactness: the order key maps each value to an unsigned integer, greater = better (NaN → all
 // ones, −0 → +0, bits flipped for `smallest`), and ties go to the lower index. Scanning forward,
 // an element equal to the threshold has a higher index than the threshold's, so the filter may
-// be strict (x > t); a chunk pushed out of index order, or a threshold taken from a sample, uses
-// the non-strict filter (x >= t) and the prune decides the ties.
+// be strict (x > t); elements before the threshold's index (a chunk pushed out of index order,
+// a block read in reverse) use the non-strict filter (x >= t) and the prune decides the ties.
 //
 // Adversarial orders (largest of ascending data): when, after twice the buffer's capacity (1024
-// to 8192 elements), more than half of a chunk's elements pass the filter, the k-th best of a
-// sample of the rest of the chunk (32 contiguous segments, ≥ 16k elements) becomes a non-strict
-// threshold: at least k elements of the chunk are at least as good, so nothing in the top k is
-// filtered out.
+// to 8192 elements), more than half of a chunk's elements passed the filter, the rest of the
+// chunk is read from its end, in 4096-element blocks in reverse order: the best elements then
+// come first, set the threshold, and the filter rejects the rest.
 #include <omp.h>
 
 #include <algorithm>
@@ -161,26 +160,39 @@ class Selector {
   }
 
   void push(const C* x, std::int64_t n, std::int64_t first) {
-    have_seed_ = false;
     appended_ = 0;
-    bool seed_tried = false;
     // Judge the order after twice the buffer (1024 to 8192 elements): adversarial when more
     // than half of the elements since the buffer first filled passed the filter (on random
     // data about k·ln(probe/cap) of them do), or when the buffer never filled.
     const std::int64_t cap = std::int64_t(cap_);
-    const std::int64_t probe = std::clamp<std::int64_t>(2 * cap, 1024, kSeedProbe);
+    const std::int64_t probe = std::min(n, std::clamp<std::int64_t>(2 * cap, 1024, kProbeMax));
     std::int64_t i = 0;
-    while (i < n) {
-      if (!seed_tried && i >= probe) {
-        seed_tried = true;
-        const bool adversarial = i <= cap ? appended_ >= i : appended_ - cap > (i - cap) / 2;
-        if (adversarial && n - i >= 32 * k_) seed(x + i, n - i);
-      }
-      const std::int64_t end = seed_tried ? n : std::min(n, probe);
-      i = scan(x, i, end, first);
+    while (i < probe) {
+      i = scan(x, i, probe, first, kPrefetchBytes);
       if (buf_.size() >= cap_) prune();
     }
-    have_seed_ = false;
+    const bool adversarial = probe <= cap ? appended_ >= probe : appended_ - cap > (probe - cap) / 2;
+    if (!adversarial) {
+      while (i < n) {
+        i = scan(x, i, n, first, kPrefetchBytes);
+        if (buf_.size() >= cap_) prune();
+      }
+      return;
+    }
+    // Adversarial (the largest of ascending data, the smallest of descending data): the best
+    // elements come last, so the rest is read from its end, in blocks of kBackBlock taken in
+    // reverse order (each block forwards, prefetching the block before it). The first block
+    // read gives the threshold, and the SIMD filter rejects the rest; elements before the
+    // threshold's index are filtered non-strictly (scan() decides), so ties still go to the
+    // lower index at the prune.
+    for (std::int64_t hi = n; hi > i;) {
+      const std::int64_t lo = std::max(i, hi - kBackBlock);
+      for (std::int64_t j = lo; j < hi;) {
+        j = scan(x, j, hi, first, -kBackBlock * std::int64_t(sizeof(C)));
+        if (buf_.size() >= cap_) prune();
+      }
+      hi = lo;
+    }
   }
 
   void merge(const Selector& o) {
@@ -206,8 +218,9 @@ class Selector {
 
  private:
   static constexpr std::size_t kSlack = 64;        // a 4-vector block may overshoot cap_
-  static constexpr int kPrefetchBytes = 16384;
-  static constexpr std::int64_t kSeedProbe = 8192; // the latest point to judge the order
+  static constexpr std::int64_t kPrefetchBytes = 16384;
+  static constexpr std::int64_t kProbeMax = 8192;   // the latest point to judge the order
+  static constexpr std::int64_t kBackBlock = 4096;  // elements per block of a reverse read
 
   void append(C v, std::int64_t index) { buf_.push_back({order_key(v, largest_), v, index}); }
 
@@ -219,25 +232,9 @@ class Selector {
     have_thr_ = true;
   }
 
-  // k-th best key of ≥ 16k elements sampled from x[0, n), as a non-strict threshold.
-  void seed(const C* x, std::int64_t n) {
-    const std::int64_t want = std::min(n / 16, std::max<std::int64_t>(16 * k_, 1024));
-    constexpr std::int64_t kSegments = 32;
-    const std::int64_t seg = (want + kSegments - 1) / kSegments;
-    std::vector<Key> keys;
-    keys.reserve(std::size_t(seg * kSegments));
-    for (std::int64_t j = 0; j < kSegments; ++j) {
-      const std::int64_t start = (n - seg) * j / (kSegments - 1);
-      for (std::int64_t i = start; i < start + seg; ++i) keys.push_back(order_key(x[i], largest_));
-    }
-    if (keys.size() < std::size_t(k_)) return;
-    std::nth_element(keys.begin(), keys.begin() + (k_ - 1), keys.end(), std::greater<Key>());
-    seed_key_ = keys[std::size_t(k_ - 1)];
-    have_seed_ = true;
-  }
-
   template <Pred P>
-  std::int64_t scan_with(const C* x, std::int64_t i, std::int64_t n, std::int64_t first, C t) {
+  std::int64_t scan_with(const C* x, std::int64_t i, std::int64_t n, std::int64_t first, C t,
+                         std::int64_t prefetch) {
     if constexpr (P == Pred::none) return n;
     const std::size_t before = buf_.size();
 #if defined(__AVX512F__)
@@ -248,7 +245,8 @@ class Selector {
       // Software prefetch 16 KB ahead, one line per 4 (the hardware prefetcher fills in the rest):
       // 1e8 f32 on 2 threads, quiet box, 18.5-19.0 ms against 20.4-21.2 ms with one prefetch per
       // 64-byte line 4 KB ahead (session 2's choice on one core: 55 ms without, 39 ms at 4 KB).
-      _mm_prefetch(reinterpret_cast<const char*>(x + i) + kPrefetchBytes, _MM_HINT_T0);
+      // (A reverse read prefetches the block before the current one: prefetch < 0.)
+      _mm_prefetch(reinterpret_cast<const char*>(x + i) + prefetch, _MM_HINT_T0);
       const std::uint32_t m0 = L::template mask<P>(L::load(x + i), tv);
       const std::uint32_t m1 = L::template mask<P>(L::load(x + i + W), tv);
       const std::uint32_t m2 = L::template mask<P>(L::load(x + i + 2 * W), tv);
@@ -276,36 +274,26 @@ class Selector {
   }
 
   // Scans x[i, n) with the tightest valid filter until the buffer is full or n is reached.
-  std::int64_t scan(const C* x, std::int64_t i, std::int64_t n, std::int64_t first) {
-    bool has = false, strict = false;
-    Key key{};
-    if (have_thr_) {
-      has = true;
-      key = thr_.key;
-      strict = first + i > thr_.index;  // forward scan: equal values lose to the threshold's
-    }
-    if (have_seed_ && (!has || seed_key_ > key)) {
-      has = true;
-      key = seed_key_;
-      strict = false;
-    }
-    if (!has) return scan_with<Pred::all>(x, i, n, first, C{});
-    const C t = value_of_key<C>(key, largest_);
+  std::int64_t scan(const C* x, std::int64_t i, std::int64_t n, std::int64_t first, std::int64_t prefetch) {
+    if (!have_thr_) return scan_with<Pred::all>(x, i, n, first, C{}, prefetch);
+    // Scanning forwards past the threshold's index, equal values lose to it (strict filter).
+    const bool strict = first + i > thr_.index;
+    const C t = value_of_key<C>(thr_.key, largest_);
     const bool t_nan = t != t;
     if (largest_) {
       if (strict) {
-        if (t_nan) return scan_with<Pred::none>(x, i, n, first, t);
-        return scan_with<Pred::gt_or_nan>(x, i, n, first, t);
+        if (t_nan) return scan_with<Pred::none>(x, i, n, first, t, prefetch);
+        return scan_with<Pred::gt_or_nan>(x, i, n, first, t, prefetch);
       }
-      if (t_nan) return scan_with<Pred::nan>(x, i, n, first, t);
-      return scan_with<Pred::ge_or_nan>(x, i, n, first, t);
+      if (t_nan) return scan_with<Pred::nan>(x, i, n, first, t, prefetch);
+      return scan_with<Pred::ge_or_nan>(x, i, n, first, t, prefetch);
     }
     if (strict) {
-      if (t_nan) return scan_with<Pred::not_nan>(x, i, n, first, t);
-      return scan_with<Pred::lt>(x, i, n, first, t);
+      if (t_nan) return scan_with<Pred::not_nan>(x, i, n, first, t, prefetch);
+      return scan_with<Pred::lt>(x, i, n, first, t, prefetch);
     }
-    if (t_nan) return scan_with<Pred::all>(x, i, n, first, t);
-    return scan_with<Pred::le>(x, i, n, first, t);
+    if (t_nan) return scan_with<Pred::all>(x, i, n, first, t, prefetch);
+    return scan_with<Pred::le>(x, i, n, first, t, prefetch);
   }
 
   std::int64_t k_;
@@ -314,8 +302,6 @@ class Selector {
   std::vector<Cand> buf_;
   bool have_thr_ = false;
   Cand thr_{};
-  bool have_seed_ = false;
-  Key seed_key_{};
   std::int64_t appended_ = 0;
 };
 
