@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ptx_sync.cuh"
+
 namespace sixfold::detail::attn {
 
 using i64 = long long;
@@ -80,11 +82,9 @@ struct ScoreScale {
       : fold(scale_log2 > 0.0f ? scale_log2 : 1.0f), pre(scale_log2 > 0.0f ? 1.0f : scale_log2) {}
 };
 
-// ---- PTX wrappers ----------------------------------------------------------------------------
+// ---- PTX wrappers (shared-memory addresses, mbarriers, named barriers: ptx_sync.cuh) -----------
 
-__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
+using namespace ::sixfold::detail::ptx;
 
 // 16 bytes global → shared; bytes beyond src_bytes (0 or 16) are zero-filled.
 __device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, int src_bytes) {

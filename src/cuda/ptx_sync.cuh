@@ -1,7 +1,7 @@
 // src/cuda/ptx_sync.cuh — PTX wrappers for Hopper's asynchronous copies and their
 // synchronization: shared-memory addresses, transaction-counting mbarriers, 1-D bulk copies
-// (cp.async.bulk), named barriers and the generic→async proxy fence. Used by the bulk scan
-// (scan_bulk.cu) and dev/topk/read_bw.cu; attention_wgmma.cuh still carries its own copies.
+// (cp.async.bulk), named barriers and the generic→async proxy fence. Used by the attention
+// kernels (attention_common.cuh), the bulk scan (scan_bulk.cu) and dev/topk/read_bw.cu.
 // Include from .cu files only.
 #pragma once
 
