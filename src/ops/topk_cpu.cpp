@@ -185,8 +185,10 @@ class Selector {
     // read gives the threshold, and the SIMD filter rejects the rest; elements before the
     // threshold's index are filtered non-strictly (scan() decides), so ties still go to the
     // lower index at the prune.
-    for (std::int64_t hi = n; hi > i;) {
-      const std::int64_t lo = std::max(i, hi - kBackBlock);
+    // The first block is at most twice the buffer: in a short row (4096 × 32768, k = 64) most
+    // of what it holds enters the buffer, so its size is what the reverse read costs.
+    for (std::int64_t hi = n, block = std::min(kBackBlock, 2 * cap); hi > i; block = kBackBlock) {
+      const std::int64_t lo = std::max(i, hi - block);
       for (std::int64_t j = lo; j < hi;) {
         j = scan(x, j, hi, first, -kBackBlock * std::int64_t(sizeof(C)));
         if (buf_.size() >= cap_) prune();
