@@ -411,22 +411,17 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     float xv[S][W], dv[S][W];
 #pragma unroll
     for (int s = 0; s < S; ++s) rx[s].unpack(xv[s]), rd[s].unpack(dv[s]);
-    const auto x_of = [&](int s, float (&f)[W]) {
+    // Pack s of the row (r: the loaded packs, v: their unpacked values).
+    const auto row_of = [&](const Pack<T, W>(&r)[S], const float (&v)[S][W], int s, float (&f)[W]) {
       if constexpr (SmemGrads) {
-        opaque(rx[s]).unpack(f);
+        opaque(r[s]).unpack(f);
       } else {
 #pragma unroll
-        for (int k = 0; k < W; ++k) f[k] = xv[s][k];
+        for (int k = 0; k < W; ++k) f[k] = v[s][k];
       }
     };
-    const auto dy_of = [&](int s, float (&f)[W]) {
-      if constexpr (SmemGrads) {
-        opaque(rd[s]).unpack(f);
-      } else {
-#pragma unroll
-        for (int k = 0; k < W; ++k) f[k] = dv[s][k];
-      }
-    };
+    const auto x_of = [&](int s, float (&f)[W]) { row_of(rx, xv, s, f); };
+    const auto dy_of = [&](int s, float (&f)[W]) { row_of(rd, dv, s, f); };
     Coef c{};
     if constexpr (K == NormKind::rms) {
       Sums<2> part{{0.f, 0.f}};
