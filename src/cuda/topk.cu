@@ -1255,36 +1255,31 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     r.segs = std::max<u64>(1, (n - r.head_elems + kSeg - 1) / kSeg);
     r.values = static_cast<T*>(a.values.data) + row * a.values.row_stride;
     r.indices = static_cast<std::int64_t*>(a.indices.data) + row * a.indices.row_stride;
+    // The sample and the tail are cooperative launches (grid barriers inside): the launch fails
+    // rather than the barriers hang if the blocks cannot all be resident.
     cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
     cudaLaunchConfig_t cfg{};
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (topk_dev_stop() == 6) {  // dev hook: the filter alone (thr = 0xfefefefe, the key of
-                                 // ~1.7e38: no candidates in the bench data)
-      check_cuda(cudaMemsetAsync(r.head, 0xfe, sizeof(Head), stream), kWhere);
-      parallel::cuda::launch_dependent(lr_filter_kernel<T>(), dim3(unsigned(grid_filter)), dim3(kFilterThreads), 0,
-                                       stream, true, kWhere, r);
-      continue;
+    // Dev hook SIXFOLD_TOPK_STOP=6: the filter alone, with thr = 0xfefefefe (the key of ~1.7e38:
+    // no candidates in the bench data).
+    const int stop = topk_dev_stop();
+    check_cuda(cudaMemsetAsync(r.head, stop == 6 ? 0xfe : 0, sizeof(Head), stream), kWhere);
+    if (stop != 6) {
+      cfg.gridDim = dim3(unsigned((count + kSampleThreads - 1) / kSampleThreads));
+      cfg.blockDim = dim3(kSampleThreads);
+      check_cuda(cudaLaunchKernelEx(&cfg, lr_sample<T>, r, count, want), kWhere);
+      if (stop == 1) continue;
     }
-    check_cuda(cudaMemsetAsync(r.head, 0, sizeof(Head), stream), kWhere);
-    // The sample: cooperative (a grid barrier inside).
-    cfg.gridDim = dim3(unsigned((count + kSampleThreads - 1) / kSampleThreads));
-    cfg.blockDim = dim3(kSampleThreads);
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, lr_sample<T>, r, count, want), kWhere);
-    if (topk_dev_stop() == 1) continue;
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
     parallel::cuda::launch_dependent(lr_filter_kernel<T>(), dim3(unsigned(grid_filter)), dim3(kFilterThreads), 0,
                                      stream, true, kWhere, r);
-    if (topk_dev_stop() == 2) continue;
-    // The tail: cooperative, so that the launch fails rather than its grid barriers hang if
-    // the blocks cannot all be resident.
+    if (stop == 2 || stop == 6) continue;
     cfg.gridDim = dim3(unsigned(grid_tail));
     cfg.blockDim = dim3(kThreads);
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
     check_cuda(cudaLaunchKernelEx(&cfg, lr_tail<T>, r), kWhere);
   }
 }
