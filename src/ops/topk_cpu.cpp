@@ -166,33 +166,27 @@ class Selector {
     // data about k·ln(probe/cap) of them do), or when the buffer never filled.
     const std::int64_t cap = std::int64_t(cap_);
     const std::int64_t probe = std::min(n, std::clamp<std::int64_t>(2 * cap, 1024, kProbeMax));
-    std::int64_t i = 0;
-    while (i < probe) {
-      i = scan(x, i, probe, first, kPrefetchBytes);
-      if (buf_.size() >= cap_) prune();
-    }
-    const bool adversarial = probe <= cap ? appended_ >= probe : appended_ - cap > (probe - cap) / 2;
-    if (!adversarial) {
-      while (i < n) {
-        i = scan(x, i, n, first, kPrefetchBytes);
+    // Scans [j, end) in order, pruning whenever the buffer fills.
+    const auto scan_range = [&](std::int64_t j, std::int64_t end, std::int64_t prefetch) {
+      while (j < end) {
+        j = scan(x, j, end, first, prefetch);
         if (buf_.size() >= cap_) prune();
       }
-      return;
-    }
+    };
+    scan_range(0, probe, kPrefetchBytes);
+    const bool adversarial = probe <= cap ? appended_ >= probe : appended_ - cap > (probe - cap) / 2;
+    if (!adversarial) return scan_range(probe, n, kPrefetchBytes);
     // Adversarial (the largest of ascending data, the smallest of descending data): the best
     // elements come last, so the rest is read from its end, in blocks of kBackBlock taken in
     // reverse order (each block forwards, prefetching the block before it). The first block
     // read gives the threshold, and the SIMD filter rejects the rest; elements before the
     // threshold's index are filtered non-strictly (scan() decides), so ties still go to the
-    // lower index at the prune.
-    // The first block is at most twice the buffer: in a short row (4096 × 32768, k = 64) most
-    // of what it holds enters the buffer, so its size is what the reverse read costs.
-    for (std::int64_t hi = n, block = std::min(kBackBlock, 2 * cap); hi > i; block = kBackBlock) {
-      const std::int64_t lo = std::max(i, hi - block);
-      for (std::int64_t j = lo; j < hi;) {
-        j = scan(x, j, hi, first, -kBackBlock * std::int64_t(sizeof(C)));
-        if (buf_.size() >= cap_) prune();
-      }
+    // lower index at the prune. The first block is at most twice the buffer: in a short row
+    // (4096 × 32768, k = 64) most of what it holds enters the buffer, so its size is what the
+    // reverse read costs.
+    for (std::int64_t hi = n, block = std::min(kBackBlock, 2 * cap); hi > probe; block = kBackBlock) {
+      const std::int64_t lo = std::max(probe, hi - block);
+      scan_range(lo, hi, -kBackBlock * std::int64_t(sizeof(C)));
       hi = lo;
     }
   }
