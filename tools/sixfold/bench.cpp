@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 namespace sixfold::bench {
 
@@ -18,6 +19,14 @@ const char* name(ImplKind k) {
     case ImplKind::peer: return "peer";
   }
   return "?";
+}
+
+Impl graph_replay_impl(std::string name, const std::function<void(Stream, int)>& enqueue, int calls,
+                       std::function<double()> error) {
+  auto graph = std::make_shared<GraphReplay>(enqueue, calls);
+  Impl impl{std::move(name), ImplKind::sixfold, false, [graph](int) { graph->replay(); }, std::move(error)};
+  impl.calls_per_run = calls;
+  return impl;
 }
 
 std::vector<CaseFactory>& registry() {

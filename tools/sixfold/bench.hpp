@@ -127,6 +127,10 @@ class GraphReplay {
   void* graph_ = nullptr;
   void* exec_ = nullptr;
 };
+// An implementation row that replays `calls` calls of enqueue(stream, i) from one GraphReplay
+// (captured here), timed per call; the buffers the calls use must live as long as the case.
+Impl graph_replay_impl(std::string name, const std::function<void(Stream, int)>& enqueue, int calls,
+                       std::function<double()> error);
 void register_cuda_cases();
 void register_cpu_cases();
 void register_norm_cases();  // cases_norm.cpp: CPU and, where usable, CUDA

@@ -310,17 +310,14 @@ std::unique_ptr<Case> make_attention_case(const AttnShape& s, Backend backend, b
     // the error check reads): the per-call time without the host's launch cost, which an idle
     // GPU otherwise waits for at every call (how decoding loops run in serving stacks).
     const int slots = c->slots, calls = 2 * slots;
-    auto graph = std::make_shared<GraphReplay>(
+    c->impls.push_back(graph_replay_impl(
+        "sixfold::attention, CUDA graph replay",
         [=](Stream st, int i) {
           const auto slot = std::size_t((i + 1) % slots);
           attention(view(qs[slot].get(), s.hq, s.lq), view(ks[slot].get(), s.hkv, s.lk),
                     view(vs[slot].get(), s.hkv, s.lk), view(out.get(), s.hq, s.lq), TensorView{}, prm, st);
         },
-        calls);
-    Impl replay{"sixfold::attention, CUDA graph replay", ImplKind::sixfold, false,
-                [graph](int) { graph->replay(); }, read_out};
-    replay.calls_per_run = calls;
-    c->impls.push_back(std::move(replay));
+        calls, read_out));
   }
   if (!memory_note.empty()) c->workload += " [peak extra memory: " + memory_note + "]";
   return c;

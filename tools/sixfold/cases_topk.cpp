@@ -165,17 +165,9 @@ std::unique_ptr<Case> make_topk_case(Workload w, Backend backend) {
     // The same call replayed from a CUDA graph: the GPU's time per call without the host's
     // launch work (checks, scratch, four launches), which an idle GPU waits for when every
     // call is timed alone (a call inside a busy stream hides it).
-    constexpr int kCalls = 4;
-    auto graph = std::make_shared<GraphReplay>(
-        [=](Stream st, int) { topk(tx, w.k, tv, ti, TopKParams{}, st); }, kCalls);
-    Impl replay{"sixfold::topk, CUDA graph replay", ImplKind::sixfold, false,
-                [graph, keep = std::vector{dx, dv, di}](int) {
-                  (void)keep;
-                  graph->replay();
-                },
-                check_device};
-    replay.calls_per_run = kCalls;
-    c->impls.push_back(std::move(replay));
+    c->impls.push_back(graph_replay_impl(
+        "sixfold::topk, CUDA graph replay", [=](Stream st, int) { topk(tx, w.k, tv, ti, TopKParams{}, st); },
+        4, check_device));
   }
   if (backend == Backend::cpu) {
     // std baselines over an index array per row; rows spread over the cores.
