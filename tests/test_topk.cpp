@@ -431,6 +431,10 @@ TEST(TopKCuda, LongRowPaths) {
     run_case({DType::f32, 1, 1 << 20, 1, Data::specials, largest}, d);
     run_case({DType::f32, 1, (1 << 21) + 3, 1000, Data::descending, largest}, d);
     run_case({DType::i32, 1, 1 << 21, 100000, Data::ascending, largest}, d);
+    // k reaching past the zeros: ±0 and NaN among the candidates (the sort writes values from
+    // their keys, except these two, whose bits come from the input).
+    run_case({DType::f32, 1, 1 << 19, 419430, Data::specials, largest}, d);
+    run_case({DType::bf16, 1, 100003, 80000, Data::specials, largest, true, 1}, d);
     if (HasFatalFailure()) return;
   }
 }

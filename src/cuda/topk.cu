@@ -7,9 +7,10 @@
 // 32-bit keys, rows of fewer than 2^32 − 1 elements, k <= 2^22 (lr::, the path the benchmarks
 // take): three launches in stream order and no host synchronization —
 //   memset of a small head, then
-//   lr_sample  (cooperative, 64 blocks) a strided sample of 65536 keys; thr = a real sampled key
-//              with about 1.5× the expected count of sampled keys among the top k (+ 4σ + 8)
-//              at or above it (three 8-bit digit rounds, grid barriers between them)
+//   lr_sample  (cooperative, 64 blocks) a strided sample of 65536 keys (262144 for large k);
+//              thr = a real sampled key with about 1.1× the expected count of sampled keys
+//              among the top k (+ 4σ + 8) at or above it (two 12-bit digit rounds, a grid
+//              barrier between them)
 //   lr_filter  (a programmatic dependent of the sample: its first loads go out before thr is
 //              known) one read of the row with 16-byte loads; keys > thr appended as 64-bit
 //              composites (key << 32 | ~index: distinct, larger = better, lower index first
@@ -549,23 +550,24 @@ __global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a,
 
 // ---- one long row, 32-bit keys, n < 2^32 - 1 (see the top of the file) ----------------------
 // lr_sort_top: a 16-bit digit right below the candidates' common prefix; a histogram, offsets
-//   from the top (only bins that start before k), a scatter, then each bin sorted: up to 4 by
-//   one lane, up to 32 by one warp (rank counting), larger by one block (bitonic, in shared
-//   memory up to 4096, else in global memory).
+//   from the top (only bins that start before k), a scatter, then each bin sorted: bins of up
+//   to kRankBin by one thread per entry (its rank = the bin's entries above it), larger ones by
+//   one block (bitonic, in shared memory up to 4096, else in global memory).
 namespace lr {
 
 constexpr int kSample = 65536, kSampleThreads = 1024;
 constexpr int kThreads = 512;
 constexpr std::int64_t kSeg = 16384;
 constexpr int kBins = 65536, kChunkBins = 256, kChunks = kBins / kChunkBins;
-constexpr int kSmemSort = 4096, kListMax = 64;
+constexpr int kSmemSort = 4096, kListMax = 64, kRankBin = 64;
 
 struct Head {  // zeroed before each row
   u32 sample_done, sample_barrier, barrier, thr, big_count;
   u64 cand_count, cand_hi, cand_nlo;  // appended candidates: count, max composite, ~min composite
   u64 sel_count, sel_hi, sel_nlo;     // path C's selection
-  u32 hist[3][256];                   // the sample's digit histograms (8 bits each)
-  u32 least[256];                     // ~least key per bin of the last digit
+  u64 filled;                         // lr_sort_top: entries of the bins that start before k
+  u32 hist[2][4096];                  // the sample's digit histograms (12 bits each)
+  u32 least[4096];                    // ~least key per bin of the second digit
 };
 
 template <class T>
@@ -613,17 +615,18 @@ __device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
   __syncthreads();
 }
 
-// The sample (one cooperative grid of 64 blocks, one sampled key per thread, kept in a
-// register): three rounds of 8-bit digit histograms, most significant first, each block adding
-// its own, with a grid barrier after each of the first two; every block then finds the bucket
-// holding the want-th key from the top and goes on with the keys in it. The last round keeps the
-// least key per bin; the last block picks thr = the least sampled key of the 24-bit bin where
-// the count from the top reaches want (a real key, so ties at thr are caught).
-template <class T>
+// The sample (one cooperative grid of 64 blocks, P sampled keys per thread, kept in registers):
+// two rounds of 12-bit digit histograms, most significant first, each block adding its own, with
+// a grid barrier after the first; every block then finds the bucket holding the want-th key from
+// the top and goes on with the keys in it. The second round keeps the least key per bin; the
+// last block picks thr = the least sampled key of the 24-bit bin where the count from the top
+// reaches want (a real key, so ties at thr are caught).
+template <class T, int P>
 __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want) {
+  constexpr int kDigit = 12, kBinsS = 1 << kDigit, kPer = kBinsS / kSampleThreads;
   using Scan = cub::BlockScan<u32, kSampleThreads>;
   __shared__ typename Scan::TempStorage scan;
-  __shared__ u32 h[256], mx[256];
+  __shared__ u32 h[kBinsS], mx[kBinsS];
   __shared__ u32 s_bucket, s_above;
   __shared__ bool last;
   const int t = threadIdx.x;
@@ -631,26 +634,34 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
     a.seg_eq[i] = 0;
-  const u32 s = blockIdx.x * kSampleThreads + t;
-  const bool valid = s < count;
-  const u32 key = valid ? order_key(a.x[u64(s) * a.n / count]) ^ a.flip : 0u;
+  u32 key[P];
+  bool valid[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const u32 s = (u32(p) * gridDim.x + blockIdx.x) * kSampleThreads + t;
+    valid[p] = s < count;
+    key[p] = valid[p] ? order_key(a.x[u64(s) * a.n / count]) ^ a.flip : 0u;
+  }
   u32 prefix = 0, rem = want, passed = 0;
-  for (int round = 0; round < 3; ++round) {
-    const int shift = 24 - 8 * round;
+  for (int round = 0; round < 2; ++round) {
+    const int shift = 20 - kDigit * round;
     u32* gh = a.head->hist[round];
-    if (t < 256) { h[t] = 0; mx[t] = 0; }
+    for (int i = t; i < kBinsS; i += kSampleThreads) { h[i] = 0; mx[i] = 0; }
     __syncthreads();
-    const bool in = valid && (round == 0 || (key >> (shift + 8)) == prefix);
-    if (in) {
-      atomicAdd(&h[(key >> shift) & 255u], 1u);
-      if (round == 2) atomicMax(&mx[(key >> shift) & 255u], ~key);
-    }
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+      if (valid[p] && (round == 0 || (key[p] >> (shift + kDigit)) == prefix)) {
+        const u32 d = (key[p] >> shift) & (kBinsS - 1);
+        atomicAdd(&h[d], 1u);
+        if (round == 1) atomicMax(&mx[d], ~key[p]);
+      }
     __syncthreads();
-    if (t < 256 && h[t]) {
-      atomicAdd(&gh[t], h[t]);
-      if (round == 2) atomicMax(&a.head->least[t], mx[t]);
-    }
-    if (round < 2) {
+    for (int i = t; i < kBinsS; i += kSampleThreads)
+      if (h[i]) {
+        atomicAdd(&gh[i], h[i]);
+        if (round == 1) atomicMax(&a.head->least[i], mx[i]);
+      }
+    if (round == 0) {
       grid_barrier(&a.head->sample_barrier, passed);
     } else {  // the last block to finish picks thr
       __threadfence();
@@ -660,16 +671,25 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
       if (!last) return;
       __threadfence();
     }
-    const u32 c = t < 256 ? __ldcg(&gh[255 - t]) : 0;
+    // Thread t holds bins kBinsS − 1 − (kPer·t + j), j < kPer, counted from the top.
+    u32 c[kPer], sum = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      c[j] = __ldcg(&gh[kBinsS - 1 - (kPer * t + j)]);
+      sum += c[j];
+    }
     u32 above = 0;
-    Scan(scan).ExclusiveSum(c, above);
-    if (t < 256 && above < rem && rem <= above + c) {
-      s_bucket = 255u - t;
+    Scan(scan).ExclusiveSum(sum, above);
+    if (above < rem && rem <= above + sum) {
+      int j = 0;
+      while (above + c[j] < rem) above += c[j++];
+      const u32 bin = u32(kBinsS - 1 - (kPer * t + j));
+      s_bucket = bin;
       s_above = above;
-      if (round == 2) a.head->thr = ~__ldcg(&a.head->least[255 - t]);
+      if (round == 1) a.head->thr = ~__ldcg(&a.head->least[bin]);
     }
     __syncthreads();
-    prefix = (prefix << 8) | s_bucket;
+    prefix = (prefix << kDigit) | s_bucket;
     rem -= s_above;
     __syncthreads();
   }
@@ -723,10 +743,31 @@ struct Smem {
   int done;
 };
 
+// The value whose order key is `key` (unflipped), false where the key does not determine the
+// bits: NaN (payloads merge into one key) and zero (−0 and +0 share it).
+template <class T>
+__device__ __forceinline__ bool value_of_key(u32 key, T& v) {
+  if constexpr (std::is_same_v<T, int>) {
+    v = int(key ^ 0x80000000u);
+    return true;
+  } else {
+    if (key == 0xffffffffu || key == 0x80000000u) return false;
+    const float f = __uint_as_float((key & 0x80000000u) ? (key ^ 0x80000000u) : ~key);
+    if constexpr (std::is_same_v<T, float>) v = f;
+    else if constexpr (std::is_same_v<T, __half>) v = __float2half_rn(f);  // exact: f came from a half
+    else v = __float2bfloat16_rn(f);
+    return true;
+  }
+}
+
+// Output position pos gets composite c: the value from its key (no read of the input) unless
+// the key is NaN's or zero's, whose bits are read back from the input.
 template <class T>
 __device__ __forceinline__ void write_out(const Args<T>& a, u64 pos, u64 c) {
   const u32 i = comp_index(c);
-  a.values[pos] = a.x[i];
+  T v;
+  if (!value_of_key(u32(c >> 32) ^ a.flip, v)) v = a.x[i];
+  a.values[pos] = v;
   a.indices[pos] = std::int64_t(i);
 }
 
@@ -771,7 +812,8 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     if (t < kChunkBins) {
       const u64 off = base + ex;
       __stcg(&a.binoff[d], (off << 32) | c);
-      if (c > 32 && off < kk) a.big[atomicAdd(&a.head->big_count, 1u)] = (off << 32) | c;
+      if (c > kRankBin && off < kk) a.big[atomicAdd(&a.head->big_count, 1u)] = (off << 32) | c;
+      if (off < kk && kk <= off + c) a.head->filled = off + c;  // the one bin reaching past kk
     }
     __syncthreads();
   }
@@ -786,7 +828,7 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     __stcg(&a.tmp[off + left - 1], c);
   }
   grid_barrier(&a.head->barrier, passed);
-  // Bins of more than 32: one block each.
+  // Bins of more than kRankBin: one block each.
   const u32 nbig = __ldcg(&a.head->big_count);
   for (u32 b = blockIdx.x; b < nbig; b += gridDim.x) {
     const u64 e = __ldcg(&a.big[b]);
@@ -804,37 +846,24 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     }
     __syncthreads();
   }
-  // Bins of up to 4: one lane each (its entries in registers); of 5 to 32: one warp each.
-  const u32 lane = t & 31;
-  for (u64 d0 = gtid & ~u64(31); d0 < u64(kBins); d0 += gthreads) {
-    const u64 d = d0 + lane;
-    u64 e = 0;
-    if (d < u64(kBins) && sm.above[d / kChunkBins] < kk) e = __ldcg(&a.binoff[d]);
+  // The other entries of the bins that start before kk: one thread each, its rank in its bin
+  // counted against the bin's entries (independent loads from L2; tmp[0, filled) is dense).
+  const u64 filled = __ldcg(&a.head->filled);
+  for (u64 p = gtid; p < filled; p += gthreads) {
+    const u64 c = __ldcg(&a.tmp[p]);
+    const u64 e = __ldcg(&a.binoff[digit(c)]);
+    const u32 cnt = u32(e);
+    if (cnt > u32(kRankBin)) continue;
     const u64 off = e >> 32;
-    const u32 cnt = off < kk ? u32(e) : 0;
-    if (cnt >= 1 && cnt <= 4) {
-      u64 v[4];
+    u32 rank = 0;
+    for (u32 j0 = 0; j0 < cnt; j0 += 16) {  // 16 loads in flight at a time
+      u64 v[16];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) v[j] = u32(j) < cnt ? __ldcg(&a.tmp[off + j]) : 0;
+      for (u32 j = 0; j < 16; ++j) v[j] = j0 + j < cnt ? __ldcg(&a.tmp[off + j0 + j]) : 0;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        u32 rank = 0;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) rank += v[i] > v[j];
-        if (u32(j) < cnt && off + rank < kk) write_out(a, off + rank, v[j]);
-      }
+      for (u32 j = 0; j < 16; ++j) rank += v[j] > c;
     }
-    unsigned mid = __ballot_sync(0xffffffffu, cnt > 4 && cnt <= 32);
-    while (mid) {
-      const int src = __ffs(mid) - 1;
-      mid &= mid - 1;
-      const u64 o = __shfl_sync(0xffffffffu, off, src);
-      const u32 c = __shfl_sync(0xffffffffu, cnt, src);
-      const u64 v = lane < c ? __ldcg(&a.tmp[o + lane]) : 0;
-      u32 rank = 0;
-      for (u32 j = 0; j < c; ++j) rank += __shfl_sync(0xffffffffu, v, int(j)) > v;
-      if (lane < c && o + rank < kk) write_out(a, o + rank, v);
-    }
+    if (off + rank < kk) write_out(a, off + rank, c);
   }
 }
 
@@ -958,9 +987,9 @@ template <> __device__ __forceinline__ bool may_pass<__nv_bfloat16>(const uint4&
 // per ballot). A programmatic dependent of lr_sample: the first loads are issued before its
 // threshold exists. The common case (no element of the warp's U loads may reach thr, by
 // may_pass) costs a multiply and a compare per element and one vote per U loads; the exact keys
-// are computed only on the slow path, which flushes once per load (the buffer holds 32 more
-// than one load's W ballots can add).
-template <class T, int kMinBlocks, int U, bool kStreamLoads>
+// are computed only on the slow path, for the loads that may hold one, which flushes once per
+// load (the buffer holds 32 more than one load's W ballots can add).
+template <class T, int kMinBlocks, int U, bool kStreamLoads, bool kAhead>
 __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> a) {
   constexpr int W = Vec<T>::kWidth, kWarpBuf = 32 * (W + 1);
   __shared__ u64 wbuf[kFilterThreads / 32][kWarpBuf];
@@ -1010,22 +1039,40 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     if (p) buf[wc + __popc(m & lanemask_lt())] = comp(key, i);
     wc += __popc(m);
   };
+  // A warp's U loads of one step lie in one tie segment: one tie count per step.
+  static_assert(kSeg % (32 * U * W) == 0, "a step must not straddle two tie segments");
   while (b < nv) {
-    bool hit = false;  // some element may reach thr (the exact keys are computed on the rare
-                       // slow path, so they are not live across the vote)
+    // Bit u: some element of the warp's load u may reach thr. The exact keys are computed on the
+    // slow path only, and only for those loads (at k = 1e5 about one load in four holds a
+    // candidate, while most votes over four loads find one).
+    u32 hits = 0;
 #pragma unroll
-    for (int u = 0; u < U; ++u) hit |= b + u * 32 + lane < nv && may_pass<T>(e[u], probe);
-    if (__any_sync(0xffffffffu, hit)) {
+    for (int u = 0; u < U; ++u) hits |= u32(b + u * 32 + lane < nv && may_pass<T>(e[u], probe)) << u;
+    uint4 cur[U];
+    const u64 bc = b;
+    if constexpr (kAhead) {  // the next step's loads go out before the slow path runs
+#pragma unroll
+      for (int u = 0; u < U; ++u) cur[u] = e[u];
+      b += step;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const u64 v = b + u * 32 + lane;
+        e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    if (__any_sync(0xffffffffu, hits != 0)) {
+      u32 ties = 0;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!__any_sync(0xffffffffu, (hits >> u) & 1u)) continue;
+        const u64 v = bc + u * 32 + lane;
         const bool ok = v < nv;
+        const uint4& r = kAhead ? cur[u] : e[u];
         u32 key[W];
         bool above = false;
-        u32 ties = 0;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          key[j] = vec_key<T>(e[u], j) ^ a.flip;
+          key[j] = vec_key<T>(r, j) ^ a.flip;
           above |= ok && key[j] > thr;
           ties += ok && key[j] == thr;
         }
@@ -1035,18 +1082,19 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
           __syncwarp();
           if (wc >= 32) flush(wc & ~31u);
         }
-        if (__any_sync(0xffffffffu, ties != 0)) {
-          // A warp's 32 groups of one load lie in one segment (kSeg is a multiple of 32 W).
-          const u32 sum = __reduce_add_sync(0xffffffffu, ties);
-          if (lane == 0) atomicAdd(&a.seg_eq[(b + u * 32) * W / u64(kSeg)], sum);
-        }
+      }
+      if (__any_sync(0xffffffffu, ties != 0)) {
+        const u32 sum = __reduce_add_sync(0xffffffffu, ties);
+        if (lane == 0) atomicAdd(&a.seg_eq[bc * W / u64(kSeg)], sum);
       }
     }
-    b += step;
+    if constexpr (!kAhead) {
+      b += step;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const u64 v = b + u * 32 + lane;
-      e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < U; ++u) {
+        const u64 v = b + u * 32 + lane;
+        e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
+      }
     }
   }
   const u64 rest = h + nv * W, scal = h + (a.n - rest);
@@ -1174,10 +1222,13 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
 
 }  // namespace lr
 
-// The filter's variant: 3 blocks of 512 per multiprocessor with 4 16-byte cache-streaming
-// loads (ld.global.cs) in flight per thread (default: 3-5 us faster than __ldg on the H200, 1e8
-// f32); dev hooks for A/B timing: SIXFOLD_TOPK_FILTER=2x8 (2 blocks, 8 loads in flight; measured
-// the same), =ldg (the default with read-only-path loads).
+// The filter's variant: 2 blocks of 512 per multiprocessor (64 registers: no spills), 4
+// 16-byte cache-streaming loads (ld.global.cs) in flight per thread, the next step's loads
+// issued before the slow path runs. Measured on the H200 (1e8 f32, graph replay, session 5):
+// 0.119 / 0.120 / 0.138 ms for k = 10 / 1000 / 1e5 against 0.134 / 0.134 / 0.165 for 3 blocks
+// of 40 registers (which spill once the slow path keeps the tie count across loads, and 0.246
+// with the next loads kept in registers too). Dev hooks for A/B timing: SIXFOLD_TOPK_FILTER=2x8
+// (8 loads in flight, issued after the slow path), =ldg (the default with read-only-path loads).
 template <class T>
 auto lr_filter_kernel() {
   static const int v = [] {
@@ -1185,7 +1236,18 @@ auto lr_filter_kernel() {
     const std::string s = e ? e : "";
     return s == "2x8" ? 1 : s == "ldg" ? 2 : 0;
   }();
-  return v == 1 ? lr::lr_filter<T, 2, 8, false> : v == 2 ? lr::lr_filter<T, 3, 4, false> : lr::lr_filter<T, 3, 4, true>;
+  return v == 1 ? lr::lr_filter<T, 2, 8, false, false> : v == 2 ? lr::lr_filter<T, 2, 4, false, true>
+                                                                : lr::lr_filter<T, 2, 4, true, true>;
+}
+
+// The sample's margin: thr is the sampled key with margin × the expected count of sampled
+// keys among the top k above it (+ 4σ + 8). Dev hook for A/B timing: SIXFOLD_TOPK_MARGIN=x.
+inline double lr_margin() {
+  static const double v = [] {
+    const char* e = std::getenv("SIXFOLD_TOPK_MARGIN");
+    return e ? std::clamp(std::atof(e), 1.0, 4.0) : 1.1;
+  }();
+  return v;
 }
 
 // Grids of lr_filter (as many blocks as fit) and lr_tail (2 per multiprocessor, all resident),
@@ -1216,11 +1278,14 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   check_cuda(cudaGetDevice(&device), kWhere);
   int grid_filter = 0, grid_tail = 0;
   lr_grids<T>(device, grid_filter, grid_tail);
-  const u32 count = u32(std::min<u64>(n, kSample));
+  // Four sampled keys per thread where 65536 would expect more than 16 of the top k: the
+  // margin shrinks relative to the count (k = 1e5 of 1e8: 1.7 k candidates → about 1.4 k).
+  const int per_thread = double(k) * kSample > 16.0 * double(n) ? 4 : 1;
+  const u32 count = u32(std::min<u64>(n, u64(kSample) * per_thread));
   u32 want = u32(k);
   if (count < n) {
     const double expect = double(k) * double(count) / double(n);
-    want = u32(std::clamp(std::ceil(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(count)));
+    want = u32(std::clamp(std::ceil(lr_margin() * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(count)));
   }
   const u64 per = (n + count - 1) / count;
   const u64 cap = std::min<u64>(n, std::max<u64>(2 * k + 65536, 4 * u64(want) * per + k));
@@ -1269,9 +1334,9 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     const int stop = topk_dev_stop();
     check_cuda(cudaMemsetAsync(r.head, stop == 6 ? 0xfe : 0, sizeof(Head), stream), kWhere);
     if (stop != 6) {
-      cfg.gridDim = dim3(unsigned((count + kSampleThreads - 1) / kSampleThreads));
+      cfg.gridDim = dim3(unsigned((count + kSampleThreads * per_thread - 1) / (kSampleThreads * per_thread)));
       cfg.blockDim = dim3(kSampleThreads);
-      check_cuda(cudaLaunchKernelEx(&cfg, lr_sample<T>, r, count, want), kWhere);
+      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : lr_sample<T, 1>, r, count, want), kWhere);
       if (stop == 1) continue;
     }
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).

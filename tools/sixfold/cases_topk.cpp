@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "../../src/reference/topk_reference.hpp"
 #include "bench.hpp"
@@ -211,9 +213,13 @@ void register_topk_cases() {
   for (Data d : {Data::ascending, Data::descending, Data::all_equal}) ws.push_back({1, 100000000, 1000, d, false});
   for (std::int64_t k : {8, 64, 1024}) ws.push_back({4096, 32768, k, Data::random, k == 64});
   for (Data d : {Data::ascending, Data::descending, Data::all_equal}) ws.push_back({4096, 32768, 64, d, false});
+  // SIXFOLD_TOPK_CASES=single or =batched: only those rows (for A/B timing).
+  const char* only = std::getenv("SIXFOLD_TOPK_CASES");
+  const std::string pick = only ? only : "";
   for (Backend backend : {Backend::cpu, Backend::cuda}) {
     if (backend == Backend::cuda && !cuda_available()) continue;
     for (const Workload& w : ws) {
+      if ((pick == "single" && w.rows > 1) || (pick == "batched" && w.rows == 1)) continue;
       // `bench` runs the workload's shape; `verify` shrinks it (the size is the row length, or
       // the row count of the batched shapes) to awkward sizes.
       const bool batched = w.rows > 1;
