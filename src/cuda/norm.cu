@@ -6,29 +6,36 @@
 //   softmax:     y = exp(x − m) / l                        state (m, l)         (LogSumExp<float>)
 //   log_softmax: y = x − m − log l                         with l = Σ exp(x − m)
 //
-// Every row statistic is a monoid, and associativity is what licenses cutting a row anywhere:
-// each thread folds the elements it holds into one state (two passes over its registers), lanes
-// combine states with an order-preserving butterfly (every lane ends with the same bits), warps
-// through shared memory, the blocks of a cluster through distributed shared memory. Locality
-// makes it one read and one write: the row stays in registers (short rows) or in shared memory
-// (long rows) between the fold and the rewrite.
+// Every row statistic is a monoid, and associativity is what licenses cutting a row anywhere.
+// Rows held in registers (short rows) reduce plain floats, each statistic its own monoid and
+// pass over the registers: Σx² (rms); Σx, then Σ(x − μ)² (layer); max, then Σ exp(x − max)
+// (softmax kinds) — butterflies of a commutative + or max give every lane the same bits. Rows
+// split over the blocks of a cluster merge whole states instead (Welford, LogSumExp) through
+// distributed shared memory. Locality makes it one read and one write: the row stays in
+// registers (as raw 16-byte packs) or in shared memory (long rows) between the fold and the
+// rewrite.
 //
 // Kernels by row length n, with K = items per thread (4 packs of 16 bytes when rows are 16-byte
 // aligned and n is a multiple of the pack; else 16 scalars):
 //   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
-//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row; each block folds its
-//                                   slice, caching up to 104 KB of it in shared memory; the
-//                                   cluster combines block states through DSMEM, then each block
-//                                   rewrites its slice (uncached remainder re-read, from L2)
+//                                   per reduction
+//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row; each block brings up to
+//                                   104 KB of its slice into shared memory with bulk copies
+//                                   (TMA, all in flight at once; the rest prefetched into L2),
+//                                   folds it, the cluster combines block states through DSMEM,
+//                                   then each block rewrites its slice (uncached rest re-read)
 // bf16 K = 32: group up to n = 1024, block up to 32768. f32 K = 16: 512 and 16384.
+// exp for 16-bit dtypes: 2^(x·log2 e) on the SFU (ex2.approx); f32: the accurate expf.
 //
 // Fused residual add (add_rms_norm / add_layer_norm, template flag kAdd): every path loads x and
 // residual together, writes s = x + residual (rounded to T) to sum_out as it folds, and
-// normalizes the stored s; the cluster path caches s and re-reads its uncached tail from sum_out.
+// normalizes the stored s; the cluster path caches s and re-reads its uncached tail from sum_out
+// (no bulk copies: each thread's sweep loads a chunk at a time).
 //
 // In place (out == x, sum_out == residual, ...) is safe: every element is read, before it is
-// written, by the thread that writes it, and slices of a row never overlap.
+// written, by the thread that writes it, and slices of a row never overlap (a block's bulk copy
+// reads only its own slice, before anything of it is written).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -37,12 +44,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
 #include "../ops/norm_entries.hpp"
 #include "norm_common.cuh"
+#include "ptx_sync.cuh"
 #include "sixfold/algebra/instances.hpp"
 #include "sixfold/parallel/cuda.cuh"
 
@@ -51,6 +61,21 @@ namespace {
 
 namespace cg = cooperative_groups;
 constexpr const char* kWhere = "sixfold::norm (cuda)";
+
+// ---- exp ------------------------------------------------------------------------------------
+
+// 2^x on the SFU (one MUFU.EX2; −inf → 0, results below 2^−126 flushed to 0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 16-bit outputs take exp from the SFU (≈ 2 ulp of f32, far below their rounding); f32 keeps
+// the accurate expf.
+template <class T>
+inline constexpr bool kFastExp = sizeof(T) == 2;
 
 // ---- Per-op statistics -----------------------------------------------------------------------
 // fold: the state of one thread's tile v (S packs of W values; ok[s]: pack s is in the row).
@@ -106,7 +131,7 @@ template <> struct Stats<NormKind::rms> {
   __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
     return tile_sq_dev(v, ok, 0.f);
   }
-  __device__ __forceinline__ static Coef coef(State row, State, std::int64_t n, float eps, bool) {
+  __device__ __forceinline__ static Coef coef(State row, std::int64_t n, float eps) {
     return {1.0f / sqrtf(row / float(n) + eps), 0.f};
   }
 };
@@ -124,20 +149,18 @@ template <> struct Stats<NormKind::layer> {
     const float mean = tile_sum(v, ok) / float(count);
     return {count, mean, tile_sq_dev(v, ok, mean)};
   }
-  __device__ __forceinline__ static Coef coef(State row, State, std::int64_t n, float eps, bool) {
+  __device__ __forceinline__ static Coef coef(State row, std::int64_t n, float eps) {
     return {1.0f / sqrtf(row.m2 / float(n) + eps), row.mean};
   }
 };
 
 // softmax and log_softmax. A tile's state is (its max m_t, Σ exp(x − m_t)); a tile of only −inf
 // (or of no elements) sums to 0 with m_t = −inf, the identity, instead of exp(−inf + inf) = NaN.
-// kKeepExp (softmax, 16-bit dtypes): v is overwritten with exp(x − m_t) and the rewrite scales it
-// by exp(m_t − m) / l, one exp per element. Error ≈ 5 ulp of f32, far below bf16/f16 rounding;
-// f32 recomputes exp(x − m) · (1/l) instead (≈ 3 ulp).
+// kFast (16-bit dtypes): exp(x − m_t) as 2^((x − m_t)·log2e) on the SFU.
 struct StatsLogSumExp {
   using Monoid = algebra::LogSumExp<float>;
   using State = algebra::LogSumExpState<float>;
-  template <bool kKeepExp, int S, int W>
+  template <bool kFast, int S, int W>
   __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
     constexpr float kInf = algebra::math::infinity<float>();
     float mx = -kInf;
@@ -155,9 +178,8 @@ struct StatsLogSumExp {
       if (ok[s]) {
 #pragma unroll
         for (int k = 0; k < W; ++k) {
-          const float e = expf(v[s][k] - shift);  // NaN inputs make l NaN: they propagate
-          part[s] += e;
-          if constexpr (kKeepExp) v[s][k] = e;
+          // NaN inputs make l NaN: they propagate
+          part[s] += kFast ? ex2((v[s][k] - shift) * kLog2e) : expf(v[s][k] - shift);
         }
       }
     }
@@ -170,26 +192,24 @@ struct StatsLogSumExp {
 
 template <> struct Stats<NormKind::softmax> : StatsLogSumExp {
   // A row of only −inf has l = 0: exp(−inf + inf) · (1/0) gives NaN, as torch does.
-  __device__ __forceinline__ static Coef coef(State row, State own, std::int64_t, float,
-                                              bool keep_exp) {
-    return {row.m, keep_exp ? expf(own.m - row.m) / row.l : 1.0f / row.l};
+  __device__ __forceinline__ static Coef coef(State row, std::int64_t, float) {
+    return {row.m, 1.0f / row.l};
   }
 };
 
 template <> struct Stats<NormKind::log_softmax> : StatsLogSumExp {
-  __device__ __forceinline__ static Coef coef(State row, State, std::int64_t, float, bool) {
+  __device__ __forceinline__ static Coef coef(State row, std::int64_t, float) {
     return {row.m, logf(row.l)};
   }
 };
 
-template <class T, NormKind K>
-inline constexpr bool kKeepExp = K == NormKind::softmax && sizeof(T) == 2;
-
-template <NormKind K, bool kExpDone>
+// One output of the long-row rewrite from the row's coefficients.
+template <NormKind K, bool kFast>
 __device__ __forceinline__ float rewrite(float v, Coef c, float w, float b) {
   if constexpr (K == NormKind::rms) return v * c.a * w;
   else if constexpr (K == NormKind::layer) return fmaf((v - c.b) * c.a, w, b);
-  else if constexpr (K == NormKind::softmax) return (kExpDone ? v : expf(v - c.a)) * c.b;
+  else if constexpr (K == NormKind::softmax)
+    return (kFast ? ex2((v - c.a) * kLog2e) : expf(v - c.a)) * c.b;
   else return (v - c.a) - c.b;
 }
 
@@ -220,59 +240,246 @@ __device__ __forceinline__ Pack<T, W> add_and_store(const Pack<T, W>& q, float (
 
 // ---- Rows held in registers ------------------------------------------------------------------
 // Thread t of the p threads of a row holds packs s·p + t, s < S: (S, W) values, element
-// (s·p + t)·W + k. Consecutive threads read consecutive packs (coalesced).
+// (s·p + t)·W + k, kept as the raw packs (W elements of T in one word) and unpacked to f32 at
+// each pass over them: 16 registers for a 16-bit thread tile instead of 32 floats, so more rows
+// fit an SM. Consecutive threads read consecutive packs (coalesced).
+//
+// The row statistics are reduced with plain float operations, each its own monoid (Sum, Max):
+//   rms:         Σx²                               → 1/sqrt(Σx²/n + eps)
+//   layer:       Σx → mean, then Σ(x − mean)²       (two exact passes over the registers)
+//   softmax:     max → M, then Σ exp(x − M)         (the row max first: each exponential once,
+//   log_softmax:                                     no per-thread rescaling, no exp in the tree)
+// A butterfly of a commutative operation (a + b, fmaxf) gives every lane the same bits, so no
+// lane-ordered select is needed. H200, bf16, before this layout (LogSumExp states merged up the
+// tree, floats kept, accurate expf): softmax 16384×8192 at 78.8% of copy, 1183 SASS instructions
+// per thread against rms_norm's 702.
 
-// kAdd: v = x + res, rounded to T as it is stored to `sum` (the normalized value is the stored one).
-template <class T, int S, int W, bool kAdd>
+// Hides a value from the optimizer, so that a later pass unpacks the raw pack again instead of
+// keeping the first pass's floats alive across the reductions.
+template <class P>
+__device__ __forceinline__ P opaque(P v) {
+  if constexpr (sizeof(P) % 4 == 0) {
+    unsigned w[sizeof(P) / 4];
+    memcpy(w, &v, sizeof(P));
+#pragma unroll
+    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm("" : "+r"(w[i]));
+    memcpy(&v, w, sizeof(P));
+  }
+  return v;
+}
+
+struct AddOp {
+  static constexpr float kIdentity = 0.f;
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  static constexpr float kIdentity = -algebra::math::infinity<float>();
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Over aligned groups of `width` lanes (a power of two ≤ 32); every lane of a group gets the
+// same bits. All 32 lanes must call it.
+template <class Op>
+__device__ __forceinline__ float group_all(float s, int width, Op op) {
+  for (int off = 1; off < width; off <<= 1) s = op(s, __shfl_xor_sync(0xffffffffu, s, off));
+  return s;
+}
+
+// Over the whole block (blockDim.x a multiple of 32); every thread gets the same bits. `slots`:
+// (32) floats of shared memory, one array per reduction of a launch (no second barrier).
+template <class Op>
+__device__ __forceinline__ float block_all(float s, Op op, float* slots) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  s = group_all(s, 32, op);
+  if (warps == 1) return s;
+  if (lane == 0) slots[warp] = s;
+  __syncthreads();
+  return group_all(lane < warps ? slots[lane] : Op::kIdentity, 32, op);
+}
+
+// Register-path variants (bits of kVar; dev switches in SIXFOLD_NORM_FWD turn them off):
+// kStreamX — x (and the residual) loaded with the evict-first policy (ld.global.cs): read once,
+// they need not push the weight and bias out of L1; kPrefetchW — the tile's weight (and bias)
+// lines asked into L1 (prefetch.global.L1, no registers) as soon as x is in flight, so that
+// the rewrite's one-pack-at-a-time loads hit L1 instead of waiting on L2 in turn.
+constexpr int kStreamX = 1, kPrefetchW = 2;
+constexpr int kVarDefault = kStreamX | kPrefetchW;
+
+// Loads the tile: all packs in flight before the first use. kAdd: r = x + res rounded to T, as
+// stored to `sum` (the normalized value is the stored one).
+template <class T, int S, int W, bool kAdd, int kVar>
 __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int t, int p, int n,
-                                          bool live, float (&v)[S][W], bool (&ok)[S]) {
-  Pack<T, W> r[S], q[S];
+                                          bool live, Pack<T, W> (&r)[S], bool (&ok)[S]) {
+  using P = Pack<T, W>;
+  const auto load = [](const T* ptr) { return kVar & kStreamX ? P::load_streaming(ptr) : P::load(ptr); };
+  P q[S];
   const int off = t * W;
   const int rem = live ? n - t * W : 0;  // pack s is in the row iff s·p·W < rem
 #pragma unroll
-  for (int s = 0; s < S; ++s) {  // all loads in flight before the first use
-    ok[s] = s * p * W < rem;
-    if (ok[s]) r[s] = Pack<T, W>::load(x + off + s * p * W);
-    if (kAdd && ok[s]) q[s] = Pack<T, W>::load(res + off + s * p * W);
-  }
-#pragma unroll
   for (int s = 0; s < S; ++s) {
-    if (ok[s]) {
-      r[s].unpack(v[s]);
-      if constexpr (kAdd) add_and_store(q[s], v[s], sum + off + s * p * W);
-    } else {
+    ok[s] = s * p * W < rem;
+    if (ok[s]) r[s] = load(x + off + s * p * W);
+    if (kAdd && ok[s]) q[s] = load(res + off + s * p * W);
+  }
+  if constexpr (kAdd) {
 #pragma unroll
-      for (int k = 0; k < W; ++k) v[s][k] = 0.f;
-    }
+    for (int s = 0; s < S; ++s)
+      if (ok[s]) {
+        float v[W];
+        r[s].unpack(v);
+        r[s] = add_and_store(q[s], v, sum + off + s * p * W);
+      }
   }
 }
 
-template <class T, NormKind K, bool kExpDone, int S, int W>
-__device__ __forceinline__ void rewrite_tile(T* y, const T* w, const T* b, int t, int p,
-                                             const float (&v)[S][W], const bool (&ok)[S],
-                                             Coef c) {
+// Σ f(x) over the tile's packs (one chain per pack); `again`: unpack behind opaque().
+template <class T, int S, int W, class F>
+__device__ __forceinline__ float tile_fold(const Pack<T, W> (&r)[S], const bool (&ok)[S],
+                                           bool again, F&& f) {
+  float part[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    part[s] = 0.f;
+    if (ok[s]) {
+      float v[W];
+      (again ? opaque(r[s]) : r[s]).unpack(v);
+#pragma unroll
+      for (int k = 0; k < W; ++k) part[s] += f(v[k]);
+    }
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) sum += part[s];
+  return sum;
+}
+
+// Calls out(s, weight values, bias values) for each pack s of the tile that is in the row
+// (weight 1 and bias 0 where there are none), one pack's loads at a time (all packs' loads
+// together raised LayerNorm's group kernel from 40 to 110 registers).
+template <int W, class T, int S, class Out>
+__device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, int p,
+                                               const bool (&ok)[S], Out&& out) {
+  using P = Pack<T, W>;
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     if (!ok[s]) continue;
-    const int i = (s * p + t) * W;
-    float wv[W], bv[W], o[W];
-    load_affine<T, K, W>(w, b, i, wv, bv);
+    float wv[W], bv[W];
 #pragma unroll
-    for (int k = 0; k < W; ++k) o[k] = rewrite<K, kExpDone>(v[s][k], c, wv[k], bv[k]);
-    Pack<T, W>::pack(o).store(y + i);
+    for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
+    if (w) P::load_read_only(w + (s * p + t) * W).unpack(wv);
+    if (b) P::load_read_only(b + (s * p + t) * W).unpack(bv);
+    out(s, wv, bv);
   }
 }
 
-// LayerNorm with the row in registers: two exact passes, each reduced with the Sum monoid —
-// mean = Σx / n, then M2 = Σ(x − mean)² — instead of merging Welford states up the reduction
-// tree (a division and four shuffles per level). H200, 16384×8192 bf16: Welford tree 0.185 ms
-// (68% of copy); two Sum passes 0.147 ms (86%). `reduce` sums one float across
-// the row's threads; every thread gets the total.
-template <int S, int W, class Reduce>
-__device__ __forceinline__ Coef layer_coef_two_pass(const float (&v)[S][W], const bool (&ok)[S],
-                                                    std::int64_t n, float eps, Reduce&& reduce) {
-  const float mean = reduce(tile_sum(v, ok)) / float(n);
-  return {1.0f / sqrtf(reduce(tile_sq_dev(v, ok, mean)) / float(n) + eps), mean};
+// One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
+// op-reduction of value over those threads (pass 0 or 1: which shared slots).
+template <class T, NormKind K, int S, int W, bool kAdd, int kVar, class Red>
+__device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
+                                          T* y, int t, int p, bool live, Red&& red) {
+  Pack<T, W> r[S];
+  bool ok[S];
+  const int n = int(a.x.n);
+  load_tile<T, S, W, kAdd, kVar>(x, res, sum, t, p, n, live, r, ok);
+  const T* w = static_cast<const T*>(a.weight);
+  const T* b = static_cast<const T*>(a.bias);
+  if constexpr ((kVar & kPrefetchW) && (K == NormKind::rms || K == NormKind::layer)) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (!ok[s]) continue;
+      if (w) asm volatile("prefetch.global.L1 [%0];" ::"l"(w + (s * p + t) * W));
+      if (K == NormKind::layer && b) asm volatile("prefetch.global.L1 [%0];" ::"l"(b + (s * p + t) * W));
+    }
+  }
+  const auto store = [&](int s, const float (&o)[W]) {
+    Pack<T, W>::pack(o).store(y + (s * p + t) * W);
+  };
+  if constexpr (K == NormKind::rms) {
+    const float ss = red(tile_fold(r, ok, false, [](float v) { return v * v; }), AddOp{}, 0);
+    const float rs = 1.0f / sqrtf(ss / float(n) + a.eps);
+    rewrite_affine<W>(w, static_cast<const T*>(nullptr), t, p, ok,
+                         [&](int s, const float (&wv)[W], const float (&)[W]) {
+      float v[W], o[W];
+      opaque(r[s]).unpack(v);
+#pragma unroll
+      for (int k = 0; k < W; ++k) o[k] = v[k] * rs * wv[k];
+      store(s, o);
+    });
+  } else if constexpr (K == NormKind::layer) {
+    const float mean = red(tile_fold(r, ok, false, [](float v) { return v; }), AddOp{}, 0) / float(n);
+    const float m2 = red(tile_fold(r, ok, true, [&](float v) { return (v - mean) * (v - mean); }),
+                         AddOp{}, 1);
+    const float rs = 1.0f / sqrtf(m2 / float(n) + a.eps);
+    rewrite_affine<W>(w, b, t, p, ok, [&](int s, const float (&wv)[W], const float (&bv)[W]) {
+      float v[W], o[W];
+      opaque(r[s]).unpack(v);
+#pragma unroll
+      for (int k = 0; k < W; ++k) o[k] = fmaf((v[k] - mean) * rs, wv[k], bv[k]);
+      store(s, o);
+    });
+  } else {
+    // The row max M; a row of only −inf (or a +inf entry) gives exp(−inf + inf) = NaN, and so
+    // NaN outputs, as torch does; a NaN entry makes l, and so the row, NaN.
+    float mx = MaxOp::kIdentity;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (ok[s]) {
+        float v[W];
+        r[s].unpack(v);
+#pragma unroll
+        for (int k = 0; k < W; ++k) mx = fmaxf(mx, v[k]);
+      }
+    const float m = red(mx, MaxOp{}, 0);
+    // exp(x − M). 16-bit softmax: 2^(x·log2e − M·log2e), one FFMA and one EX2 (the rounding of
+    // M·log2e is one constant factor on every exponential of the row and cancels in e / Σe);
+    // log_softmax keeps the shift x − M exact (l enters its output); f32: the accurate expf.
+    const float shift = m * kLog2e;
+    const auto ex = [&](float v) {
+      if constexpr (!kFastExp<T>) return expf(v - m);
+      else if constexpr (K == NormKind::softmax) return ex2(fmaf(v, kLog2e, -shift));
+      else return ex2((v - m) * kLog2e);
+    };
+    if constexpr (K == NormKind::softmax && kFastExp<T>) {
+      // The exponentials kept as floats for the rewrite (32 more registers for a 16-bit tile).
+      float e[S][W], part[S];
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        part[s] = 0.f;
+        float v[W];
+        if (ok[s]) opaque(r[s]).unpack(v);
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          e[s][k] = ok[s] ? ex(v[k]) : 0.f;
+          part[s] += e[s][k];
+        }
+      }
+      float l = 0.f;
+#pragma unroll
+      for (int s = 0; s < S; ++s) l += part[s];
+      const float inv = 1.0f / red(l, AddOp{}, 1);
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+        float o[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) o[k] = e[s][k] * inv;
+        store(s, o);
+      }
+    } else {
+      // Recomputed in the rewrite from the raw packs.
+      const float l = red(tile_fold(r, ok, true, ex), AddOp{}, 1);
+      const float c = K == NormKind::softmax ? 1.0f / l : logf(l);
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+        float v[W], o[W];
+        opaque(r[s]).unpack(v);
+#pragma unroll
+        for (int k = 0; k < W; ++k) o[k] = K == NormKind::softmax ? ex(v[k]) * c : (v[k] - m) - c;
+        store(s, o);
+      }
+    }
+  }
 }
 
 constexpr int kGroupBlock = 256;  // threads of norm_rows_group: 256/g rows per block
@@ -288,10 +495,8 @@ __device__ __forceinline__ T* sum_row(const NormArgs& a, std::int64_t r) {
 }
 
 // One row per aligned group of g = 2^log2_g lanes; n ≤ g·S·W. No shared memory, no barriers.
-template <class T, NormKind K, int S, int W, bool kAdd>
+template <class T, NormKind K, int S, int W, bool kAdd, int kVar>
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
-  using St = Stats<K>;
-  constexpr bool kKeep = kKeepExp<T, K>;
   const int g = 1 << log2_g, t = threadIdx.x & (g - 1);
   const std::int64_t row =
       std::int64_t(blockIdx.x) * (kGroupBlock >> log2_g) + (threadIdx.x >> log2_g);
@@ -299,51 +504,20 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
-  float v[S][W];
-  bool ok[S];
-  load_tile<T, S, W, kAdd>(x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), t, g,
-                           int(a.x.n), live, v, ok);
-  Coef c;
-  if constexpr (K == NormKind::layer) {
-    c = layer_coef_two_pass<S, W>(v, ok, a.x.n, a.eps,
-                                  [&](float p) { return group_reduce(p, g, algebra::Sum<float>{}); });
-  } else {
-    const auto own = St::template fold<kKeep>(v, ok);
-    const auto total = group_reduce(own, g, typename St::Monoid{});
-    c = St::coef(total, own, a.x.n, a.eps, kKeep);
-  }
-  rewrite_tile<T, K, kKeep, S, W>(y, static_cast<const T*>(a.weight),
-                                  static_cast<const T*>(a.bias), t, g, v, ok, c);
+  norm_tile<T, K, S, W, kAdd, kVar>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, g,
+                              live, [&](float v, auto op, int) { return group_all(v, g, op); });
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
-template <class T, NormKind K, int S, int W, bool kAdd>
+template <class T, NormKind K, int S, int W, bool kAdd, int kVar>
 __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
-  using St = Stats<K>;
-  constexpr bool kKeep = kKeepExp<T, K>;
-  __shared__ typename St::State warp_states[32];
+  __shared__ float slots[2][32];
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
-  float v[S][W];
-  bool ok[S];
-  load_tile<T, S, W, kAdd>(x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row),
-                           threadIdx.x, blockDim.x, int(a.x.n), true, v, ok);
-  Coef c;
-  if constexpr (K == NormKind::layer) {
-    __shared__ float partials[2][32];  // one array per pass: no barrier between the passes
-    int pass = 0;
-    c = layer_coef_two_pass<S, W>(v, ok, a.x.n, a.eps, [&](float p) {
-      return block_reduce(p, algebra::Sum<float>{}, partials[pass++]);
-    });
-  } else {
-    const auto own = St::template fold<kKeep>(v, ok);
-    const auto total = block_reduce(own, typename St::Monoid{}, warp_states);
-    c = St::coef(total, own, a.x.n, a.eps, kKeep);
-  }
-  rewrite_tile<T, K, kKeep, S, W>(y, static_cast<const T*>(a.weight),
-                                  static_cast<const T*>(a.bias), threadIdx.x, blockDim.x, v,
-                                  ok, c);
+  norm_tile<T, K, S, W, kAdd, kVar>(a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y,
+                              int(threadIdx.x), int(blockDim.x), true,
+                              [&](float v, auto op, int pass) { return block_all(v, op, slots[pass]); });
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -370,7 +544,7 @@ struct Sweep {
 // caches the first `cached` of them (both multiples of W) in dynamic shared memory.
 template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(kClusterBlock, 2)
-norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
+norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk, bool prefetch) {
   using St = Stats<K>;
   using State = typename St::State;
   using P = Pack<T, W>;
@@ -380,9 +554,13 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
   // its two-pass tile fold does not hold the sweep's 32 values next to the 16 raw words (spills).
   constexpr int kFold = K == NormKind::layer ? (W >= 8 ? 1 : 8 / W) : S;
   static_assert(S % kFold == 0);
+  // Bulk copies: 16-byte packs (slices, rows and the cache 16-byte aligned), no residual.
+  constexpr bool kBulkable = !kAdd && W * int(sizeof(T)) == 16;
+  constexpr int kPieces = int((kCacheBytes / std::int64_t(sizeof(T)) + kChunk - 1) / kChunk);
   extern __shared__ uint4 cache_words[];  // (cached) elements of T: the head of the slice
   __shared__ State warp_states[32];
   __shared__ State block_state;
+  __shared__ alignas(8) std::uint64_t landed[kBulkable ? kPieces : 1];  // one mbarrier per chunk
   T* cache = reinterpret_cast<T*>(cache_words);
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
@@ -399,16 +577,54 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
   const int t = threadIdx.x;
   const typename St::Monoid m;
 
-  // Fold the slice chunk by chunk, copying its head into shared memory on the way.
+  // With bulk copies, one thread asks for the whole cached head of the slice at once (one copy
+  // and one mbarrier per chunk, so the fold starts on the first chunk while the rest is in
+  // flight) and for the uncached rest to be brought into L2; 2 blocks per SM keep up to 208 KB
+  // of reads in flight. Without, each thread's sweep loads one chunk (32 KB per block) at a time
+  // and copies its head into shared memory on the way.
+  const bool use_bulk = kBulkable && bulk;
+  // Prefetches only where they cost no spills (16-byte packs, no residual: the bench's case).
+  const bool use_prefetch = kBulkable && prefetch;
+  const std::int64_t have = use_bulk ? std::min(cached, len) : 0;  // elements copied in bulk
+  const auto bar = [&](std::int64_t c) { return ptx::smem_u32(&landed[c]); };
+  if constexpr (kBulkable) {
+    if (use_bulk && t == 0) {
+      for (std::int64_t c = 0; c * kChunk < have; ++c) ptx::mbar_init(bar(c), 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      for (std::int64_t c = 0; c * kChunk < have; ++c) {
+        const auto bytes = std::uint32_t(std::min(kChunk, have - c * kChunk) * std::int64_t(sizeof(T)));
+        ptx::mbar_expect_tx(bar(c), int(bytes));
+        ptx::bulk_load(ptx::smem_u32(cache + c * kChunk), x + c * kChunk, bytes, bar(c));
+      }
+      if (len > have)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(x + have),
+                     "r"(std::uint32_t((len - have) * std::int64_t(sizeof(T))))
+                     : "memory");
+    }
+    if (use_bulk) __syncthreads();  // the mbarriers are initialized
+  }
+
   State acc = m.identity();
   for (std::int64_t c0 = 0; c0 < len; c0 += kChunk) {
     const Sweep sw(c0 + t * W, len, cached);
     P r[S], q[S];
     bool ok[S];
+    if constexpr (kBulkable)
+      if (c0 < have) ptx::mbar_wait(bar(c0 / kChunk), 0);
+    if (use_prefetch && !use_bulk) {  // the next chunk into L2 while this one is loaded and folded
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (kStride * s + kChunk >= sw.rem) continue;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(x + sw.base + kChunk + kStride * s));
+      }
+    }
 #pragma unroll
     for (int s = 0; s < S; ++s) {  // all loads in flight first
       ok[s] = kStride * s < sw.rem;
-      if (ok[s]) r[s] = P::load(x + sw.base + kStride * s);
+      if (ok[s]) {
+        if (use_bulk && kStride * s < sw.rem_cached) r[s] = P::load(cache + sw.base + kStride * s);
+        else r[s] = P::load(x + sw.base + kStride * s);
+      }
       if (kAdd && ok[s]) q[s] = P::load(res + sw.base + kStride * s);
     }
 #pragma unroll
@@ -421,13 +637,13 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
         if (ok[s]) {
           r[s].unpack(v[s - s0]);
           if constexpr (kAdd) r[s] = add_and_store(q[s], v[s - s0], sum + sw.base + kStride * s);
-          if (kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
+          if (!use_bulk && kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
         } else {
 #pragma unroll
           for (int k = 0; k < W; ++k) v[s - s0][k] = 0.f;
         }
       }
-      acc = m.combine(acc, St::template fold<false>(v, ok_tile));
+      acc = m.combine(acc, St::template fold<kFastExp<T>>(v, ok_tile));
     }
   }
 
@@ -441,11 +657,25 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
                                         : m.identity();
   const State total = group_reduce(part, 32, m);
   auto read_done = cluster.barrier_arrive();  // block_state must outlive the other blocks' reads
-  const Coef c = St::coef(total, total, n, a.eps, false);
+  const Coef c = St::coef(total, n, a.eps);
 
   // Rewrite, newest chunks first: the uncached tail was read last, so it is likeliest in L2.
+  // `prefetch` (here and in the fold, where the next chunk is asked into L2): the chunk's weight /
+  // bias lines and its uncached x (or sum) asked into L1 first (no registers), so that the
+  // one-pack-at-a-time loads below do not wait on L2 in turn.
   for (std::int64_t c0 = (len - 1) / kChunk * kChunk; c0 >= 0 && len > 0; c0 -= kChunk) {
     const Sweep sw(c0 + t * W, len, cached);
+    if (use_prefetch) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (kStride * s >= sw.rem) continue;
+        const std::int64_t i = sw.base + kStride * s;
+        if ((K == NormKind::rms || K == NormKind::layer) && w)
+          asm volatile("prefetch.global.L1 [%0];" ::"l"(w + i));
+        if (K == NormKind::layer && b) asm volatile("prefetch.global.L1 [%0];" ::"l"(b + i));
+        if (kStride * s >= sw.rem_cached) asm volatile("prefetch.global.L1 [%0];" ::"l"(src + i));
+      }
+    }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       if (kStride * s >= sw.rem) continue;
@@ -455,7 +685,7 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
       r.unpack(v);
       load_affine<T, K, W>(w, b, i, wv, bv);
 #pragma unroll
-      for (int k = 0; k < W; ++k) o[k] = rewrite<K, false>(v[k], c, wv[k], bv[k]);
+      for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[k], c, wv[k], bv[k]);
       P::pack(o).store_streaming(y + i);
     }
   }
@@ -463,6 +693,21 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached) {
 }
 
 // ---- Host side -------------------------------------------------------------------------------
+
+// Dev switches for side-by-side timing, SIXFOLD_NORM_FWD=<names>: "tma" — long rows brought into
+// shared memory by bulk copies (slower, H200 run 1); "cw=N" — N blocks per long row; "verbose" —
+// the long-row launch shape on stderr; "cachedx", "nopfw" — without kStreamX / kPrefetchW (the
+// register paths, bf16 packs; "nopfw" also the long rows' prefetch).
+const char* fwd_dev_flags() {
+  static const char* const flags = std::getenv("SIXFOLD_NORM_FWD");
+  return flags;
+}
+bool fwd_dev_flag(const char* name) { return fwd_dev_flags() && std::strstr(fwd_dev_flags(), name); }
+// "cw=N": N blocks per row on the long-row path (0 when absent).
+int fwd_dev_int(const char* name) {
+  const char* at = fwd_dev_flags() ? std::strstr(fwd_dev_flags(), name) : nullptr;
+  return at && at[std::strlen(name)] == '=' ? std::atoi(at + std::strlen(name) + 1) : 0;
+}
 
 // Calls launch(b) for consecutive batches b of at most max_rows rows.
 template <class T, class F>
@@ -511,6 +756,7 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
   const std::int64_t n = a.x.n;
   int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)), sms);
+  if (const int forced = fwd_dev_int("cw"); forced >= 1 && forced <= kMaxCluster) c = forced;
   std::int64_t slice = 0, cached = 0;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -536,14 +782,24 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
     if (active > 0) break;
     c = 8;
   }
+  if (fwd_dev_flag("verbose")) {  // the launch shape and how many clusters fit at once
+    int active = 0;
+    cfg.gridDim = dim3(unsigned(std::min<std::int64_t>(a.x.rows, kMaxGrid / c) * c));
+    if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess) (void)cudaGetLastError();
+    std::fprintf(stderr, "norm cluster: rows %lld n %lld: %d blocks per row, slice %lld, cached %lld, "
+                 "%d clusters resident at once\n", (long long)a.x.rows, (long long)n, c,
+                 (long long)slice, (long long)cached, active);
+  }
   for_row_batches<T>(a, kMaxGrid / c, [&](const NormArgs& b) {
     cfg.gridDim = dim3(unsigned(b.x.rows * c));
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached), kWhere);
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached, fwd_dev_flag("tma"),
+                                  !fwd_dev_flag("nopfw")),
+               kWhere);
   });
 }
 
-template <class T, NormKind K, int W, bool kAdd>
-void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
+template <class T, NormKind K, int W, bool kAdd, int kVar = kVarDefault>
+void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
   constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
   constexpr std::int64_t kItems = S * W;
   const std::int64_t n = a.x.n;
@@ -553,18 +809,31 @@ void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
     const std::int64_t per_block = kGroupBlock >> log2_g;
     for_row_batches<T>(a, per_block * kMaxGrid, [&](const NormArgs& b) {
       const auto blocks = unsigned(ceil_div(b.x.rows, per_block));
-      norm_rows_group<T, K, S, W, kAdd><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
-      check_cuda(cudaGetLastError(), kWhere);
-    });
-  } else if (n <= 1024 * kItems) {
-    const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
-    for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
-      norm_rows_block<T, K, S, W, kAdd><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      norm_rows_group<T, K, S, W, kAdd, kVar><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else {
-    launch_cluster<T, K, S, W, kAdd>(a, stream, device);
+    const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
+    for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
+      norm_rows_block<T, K, S, W, kAdd, kVar><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      check_cuda(cudaGetLastError(), kWhere);
+    });
   }
+}
+
+template <class T, NormKind K, int W, bool kAdd>
+void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
+  constexpr int S = W > 1 ? 4 : 16;
+  if (a.x.n > 1024 * S * W) return launch_cluster<T, K, S, W, kAdd>(a, stream, device);
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && W > 1) {  // dev switches: bf16 packs only
+    const int v = (fwd_dev_flag("cachedx") ? 0 : kStreamX) | (fwd_dev_flag("nopfw") ? 0 : kPrefetchW);
+    if (v != kVarDefault) {
+      if (v == 0) return launch_register_rows<T, K, W, kAdd, 0>(a, stream);
+      if (v == kStreamX) return launch_register_rows<T, K, W, kAdd, kStreamX>(a, stream);
+      if (v == kPrefetchW) return launch_register_rows<T, K, W, kAdd, kPrefetchW>(a, stream);
+    }
+  }
+  launch_register_rows<T, K, W, kAdd>(a, stream);
 }
 
 // 16-byte packs need every row start, weight and bias 16-byte aligned and n a multiple of them.
