@@ -6,8 +6,7 @@
 # the dev switches in SIXFOLD_NORM_FWD_VARIANTS (space-separated SIXFOLD_NORM_FWD values; "-" =
 # none) and, where PREBUILT holds fwd_probe_v0 (the probe linked against an earlier norm.cu),
 # that too — and optionally (torch) bench/torch_norm.py --only forward (PyTorch eager and
-# torch.compile in the same process). Memcheck runs the default and SIXFOLD_NORM_FWD=tma (the
-# long rows' bulk-copy path).
+# torch.compile in the same process). SIXFOLD_NORM_SHAPES limits the CLI bench's shapes.
 #
 # Binaries: with PREBUILT=DIR (test_norm, test_norm_backward, sixfold, fwd_probe[_v0],
 # libsixfold.a, built elsewhere from this tree for sm_90a), they are used as they are; otherwise
@@ -85,9 +84,6 @@ el "memcheck (small cases)"
 SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool memcheck \
   --error-exitcode 3 "$tn" --gtest_filter='*Cuda*' >"$logs/memcheck.log" 2>&1
 echo "memcheck test_norm rc=$?" | tee -a "$s"
-SIXFOLD_NORM_FWD=tma SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool memcheck \
-  --error-exitcode 3 "$tn" --gtest_filter='*Cuda*' >>"$logs/memcheck.log" 2>&1
-echo "memcheck test_norm SIXFOLD_NORM_FWD=tma (bulk copies) rc=$?" | tee -a "$s"
 SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 100 compute-sanitizer --tool memcheck \
   --error-exitcode 3 "$tb" --gtest_filter='AddNorm.Cuda*' >>"$logs/memcheck.log" 2>&1
 echo "memcheck AddNorm rc=$?" | tee -a "$s"
@@ -109,9 +105,10 @@ if (( want_probe )); then
   fi
   cat "$logs/probe.log" >>"$s"
 fi
-el "CLI bench, forward, five shapes"
-echo "== SIXFOLD_NORM_CASES=forward SIXFOLD_NORM_SKIP_NAIVE=1 sixfold bench norm --backend cuda --seconds 0.25" >>"$logs/bench.log"
-SIXFOLD_NORM_CASES=forward SIXFOLD_NORM_SKIP_NAIVE=1 timeout 150 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
+shapes=${SIXFOLD_NORM_SHAPES:-16384x8192,4096x4096,65536x1024,256x262144,32x1048576}
+el "CLI bench, forward, $shapes"
+echo "== SIXFOLD_NORM_CASES=forward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=$shapes sixfold bench norm --backend cuda --seconds 0.25" >>"$logs/bench.log"
+SIXFOLD_NORM_CASES=forward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=$shapes timeout 150 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
 echo "bench rc=$?" | tee -a "$s"
 grep -E "==|sixfold::|copy" "$logs/bench.log" | cut -c1-170 | tee -a "$s"
 if (( want_torch )); then

@@ -20,22 +20,20 @@
 //   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
-//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row; each block brings up to
-//                                   104 KB of its slice into shared memory with bulk copies
-//                                   (TMA, all in flight at once; the rest prefetched into L2),
-//                                   folds it, the cluster combines block states through DSMEM,
-//                                   then each block rewrites its slice (uncached rest re-read)
+//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row (slices ≤ 128 KB); each
+//                                   block folds its slice, caching up to 104 KB of it in shared
+//                                   memory; the cluster combines block states through DSMEM,
+//                                   then each block rewrites its slice (uncached rest re-read,
+//                                   from L2, prefetched)
 // bf16 K = 32: group up to n = 1024, block up to 32768. f32 K = 16: 512 and 16384.
 // exp for 16-bit dtypes: 2^(x·log2 e) on the SFU (ex2.approx); f32: the accurate expf.
 //
 // Fused residual add (add_rms_norm / add_layer_norm, template flag kAdd): every path loads x and
 // residual together, writes s = x + residual (rounded to T) to sum_out as it folds, and
-// normalizes the stored s; the cluster path caches s and re-reads its uncached tail from sum_out
-// (no bulk copies: each thread's sweep loads a chunk at a time).
+// normalizes the stored s; the cluster path caches s and re-reads its uncached tail from sum_out.
 //
 // In place (out == x, sum_out == residual, ...) is safe: every element is read, before it is
-// written, by the thread that writes it, and slices of a row never overlap (a block's bulk copy
-// reads only its own slice, before anything of it is written).
+// written, by the thread that writes it, and slices of a row never overlap.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -52,7 +50,6 @@
 
 #include "../ops/norm_entries.hpp"
 #include "norm_common.cuh"
-#include "ptx_sync.cuh"
 #include "sixfold/algebra/instances.hpp"
 #include "sixfold/parallel/cuda.cuh"
 
@@ -79,8 +76,8 @@ inline constexpr bool kFastExp = sizeof(T) == 2;
 
 // ---- Per-op statistics -----------------------------------------------------------------------
 // fold: the state of one thread's tile v (S packs of W values; ok[s]: pack s is in the row).
-// coef: what the rewrite needs from the row's state (and, for softmax with kept exponentials,
-// the thread's own state). rewrite: one output value.
+// coef: what the rewrite needs from the row's state. rewrite: one output value. (The long-row
+// path; the register paths reduce plain floats, below.)
 
 // Σ v and Σ (v − c)² over a thread's tile, one independent chain per pack (FMA latency hidden).
 template <int S, int W>
@@ -297,29 +294,20 @@ __device__ __forceinline__ float block_all(float s, Op op, float* slots) {
   return group_all(lane < warps ? slots[lane] : Op::kIdentity, 32, op);
 }
 
-// Register-path variants (bits of kVar; dev switches in SIXFOLD_NORM_FWD turn them off):
-// kStreamX — x (and the residual) loaded with the evict-first policy (ld.global.cs): read once,
-// they need not push the weight and bias out of L1; kPrefetchW — the tile's weight (and bias)
-// lines asked into L1 (prefetch.global.L1, no registers) as soon as x is in flight, so that
-// the rewrite's one-pack-at-a-time loads hit L1 instead of waiting on L2 in turn.
-constexpr int kStreamX = 1, kPrefetchW = 2;
-constexpr int kVarDefault = kStreamX | kPrefetchW;
-
 // Loads the tile: all packs in flight before the first use. kAdd: r = x + res rounded to T, as
 // stored to `sum` (the normalized value is the stored one).
-template <class T, int S, int W, bool kAdd, int kVar>
+template <class T, int S, int W, bool kAdd>
 __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int t, int p, int n,
                                           bool live, Pack<T, W> (&r)[S], bool (&ok)[S]) {
   using P = Pack<T, W>;
-  const auto load = [](const T* ptr) { return kVar & kStreamX ? P::load_streaming(ptr) : P::load(ptr); };
   P q[S];
   const int off = t * W;
   const int rem = live ? n - t * W : 0;  // pack s is in the row iff s·p·W < rem
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     ok[s] = s * p * W < rem;
-    if (ok[s]) r[s] = load(x + off + s * p * W);
-    if (kAdd && ok[s]) q[s] = load(res + off + s * p * W);
+    if (ok[s]) r[s] = P::load(x + off + s * p * W);
+    if (kAdd && ok[s]) q[s] = P::load(res + off + s * p * W);
   }
   if constexpr (kAdd) {
 #pragma unroll
@@ -374,23 +362,15 @@ __device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, in
 
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
 // op-reduction of value over those threads (pass 0 or 1: which shared slots).
-template <class T, NormKind K, int S, int W, bool kAdd, int kVar, class Red>
+template <class T, NormKind K, int S, int W, bool kAdd, class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
                                           T* y, int t, int p, bool live, Red&& red) {
   Pack<T, W> r[S];
   bool ok[S];
   const int n = int(a.x.n);
-  load_tile<T, S, W, kAdd, kVar>(x, res, sum, t, p, n, live, r, ok);
+  load_tile<T, S, W, kAdd>(x, res, sum, t, p, n, live, r, ok);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
-  if constexpr ((kVar & kPrefetchW) && (K == NormKind::rms || K == NormKind::layer)) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      if (!ok[s]) continue;
-      if (w) asm volatile("prefetch.global.L1 [%0];" ::"l"(w + (s * p + t) * W));
-      if (K == NormKind::layer && b) asm volatile("prefetch.global.L1 [%0];" ::"l"(b + (s * p + t) * W));
-    }
-  }
   const auto store = [&](int s, const float (&o)[W]) {
     Pack<T, W>::pack(o).store(y + (s * p + t) * W);
   };
@@ -495,7 +475,7 @@ __device__ __forceinline__ T* sum_row(const NormArgs& a, std::int64_t r) {
 }
 
 // One row per aligned group of g = 2^log2_g lanes; n ≤ g·S·W. No shared memory, no barriers.
-template <class T, NormKind K, int S, int W, bool kAdd, int kVar>
+template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
   const int g = 1 << log2_g, t = threadIdx.x & (g - 1);
   const std::int64_t row =
@@ -504,18 +484,18 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kVar>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, g,
+  norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, g,
                               live, [&](float v, auto op, int) { return group_all(v, g, op); });
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
-template <class T, NormKind K, int S, int W, bool kAdd, int kVar>
+template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
   __shared__ float slots[2][32];
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kVar>(a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y,
+  norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y,
                               int(threadIdx.x), int(blockDim.x), true,
                               [&](float v, auto op, int pass) { return block_all(v, op, slots[pass]); });
 }
@@ -524,7 +504,7 @@ __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
 
 constexpr int kClusterBlock = 512;
 constexpr int kMaxCluster = 16;                          // non-portable above 8 (Hopper allows 16)
-constexpr std::int64_t kSliceBytes = 64 << 10;           // aim: slices fit the cache, 3 blocks/SM
+constexpr std::int64_t kSliceBytes = 128 << 10;          // widest slice before widening clusters
 constexpr std::int64_t kMinSliceBytes = 8 << 10;         // when widening clusters for few rows
 constexpr std::int64_t kCacheBytes = 104 << 10;          // 2 blocks/SM fit 228 KB with statics
 
@@ -544,7 +524,7 @@ struct Sweep {
 // caches the first `cached` of them (both multiples of W) in dynamic shared memory.
 template <class T, NormKind K, int S, int W, bool kAdd>
 __global__ void __launch_bounds__(kClusterBlock, 2)
-norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk, bool prefetch) {
+norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool prefetch) {
   using St = Stats<K>;
   using State = typename St::State;
   using P = Pack<T, W>;
@@ -554,13 +534,9 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk
   // its two-pass tile fold does not hold the sweep's 32 values next to the 16 raw words (spills).
   constexpr int kFold = K == NormKind::layer ? (W >= 8 ? 1 : 8 / W) : S;
   static_assert(S % kFold == 0);
-  // Bulk copies: 16-byte packs (slices, rows and the cache 16-byte aligned), no residual.
-  constexpr bool kBulkable = !kAdd && W * int(sizeof(T)) == 16;
-  constexpr int kPieces = int((kCacheBytes / std::int64_t(sizeof(T)) + kChunk - 1) / kChunk);
   extern __shared__ uint4 cache_words[];  // (cached) elements of T: the head of the slice
   __shared__ State warp_states[32];
   __shared__ State block_state;
-  __shared__ alignas(8) std::uint64_t landed[kBulkable ? kPieces : 1];  // one mbarrier per chunk
   T* cache = reinterpret_cast<T*>(cache_words);
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
@@ -577,41 +553,16 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk
   const int t = threadIdx.x;
   const typename St::Monoid m;
 
-  // With bulk copies, one thread asks for the whole cached head of the slice at once (one copy
-  // and one mbarrier per chunk, so the fold starts on the first chunk while the rest is in
-  // flight) and for the uncached rest to be brought into L2; 2 blocks per SM keep up to 208 KB
-  // of reads in flight. Without, each thread's sweep loads one chunk (32 KB per block) at a time
-  // and copies its head into shared memory on the way.
-  const bool use_bulk = kBulkable && bulk;
-  // Prefetches only where they cost no spills (16-byte packs, no residual: the bench's case).
-  const bool use_prefetch = kBulkable && prefetch;
-  const std::int64_t have = use_bulk ? std::min(cached, len) : 0;  // elements copied in bulk
-  const auto bar = [&](std::int64_t c) { return ptx::smem_u32(&landed[c]); };
-  if constexpr (kBulkable) {
-    if (use_bulk && t == 0) {
-      for (std::int64_t c = 0; c * kChunk < have; ++c) ptx::mbar_init(bar(c), 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      for (std::int64_t c = 0; c * kChunk < have; ++c) {
-        const auto bytes = std::uint32_t(std::min(kChunk, have - c * kChunk) * std::int64_t(sizeof(T)));
-        ptx::mbar_expect_tx(bar(c), int(bytes));
-        ptx::bulk_load(ptx::smem_u32(cache + c * kChunk), x + c * kChunk, bytes, bar(c));
-      }
-      if (len > have)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(x + have),
-                     "r"(std::uint32_t((len - have) * std::int64_t(sizeof(T))))
-                     : "memory");
-    }
-    if (use_bulk) __syncthreads();  // the mbarriers are initialized
-  }
-
+  // Fold the slice chunk by chunk, copying its head into shared memory on the way. `prefetch`
+  // (set where the slice is longer than the cache; 16-byte packs without residual only —
+  // elsewhere it added spills): the next chunk is asked into L2 while this one is loaded.
+  const bool use_prefetch = !kAdd && W * int(sizeof(T)) == 16 && prefetch;
   State acc = m.identity();
   for (std::int64_t c0 = 0; c0 < len; c0 += kChunk) {
     const Sweep sw(c0 + t * W, len, cached);
     P r[S], q[S];
     bool ok[S];
-    if constexpr (kBulkable)
-      if (c0 < have) ptx::mbar_wait(bar(c0 / kChunk), 0);
-    if (use_prefetch && !use_bulk) {  // the next chunk into L2 while this one is loaded and folded
+    if (use_prefetch) {
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         if (kStride * s + kChunk >= sw.rem) continue;
@@ -621,10 +572,7 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk
 #pragma unroll
     for (int s = 0; s < S; ++s) {  // all loads in flight first
       ok[s] = kStride * s < sw.rem;
-      if (ok[s]) {
-        if (use_bulk && kStride * s < sw.rem_cached) r[s] = P::load(cache + sw.base + kStride * s);
-        else r[s] = P::load(x + sw.base + kStride * s);
-      }
+      if (ok[s]) r[s] = P::load(x + sw.base + kStride * s);
       if (kAdd && ok[s]) q[s] = P::load(res + sw.base + kStride * s);
     }
 #pragma unroll
@@ -637,7 +585,7 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk
         if (ok[s]) {
           r[s].unpack(v[s - s0]);
           if constexpr (kAdd) r[s] = add_and_store(q[s], v[s - s0], sum + sw.base + kStride * s);
-          if (!use_bulk && kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
+          if (kStride * s < sw.rem_cached) r[s].store(cache + sw.base + kStride * s);
         } else {
 #pragma unroll
           for (int k = 0; k < W; ++k) v[s - s0][k] = 0.f;
@@ -660,9 +608,8 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk
   const Coef c = St::coef(total, n, a.eps);
 
   // Rewrite, newest chunks first: the uncached tail was read last, so it is likeliest in L2.
-  // `prefetch` (here and in the fold, where the next chunk is asked into L2): the chunk's weight /
-  // bias lines and its uncached x (or sum) asked into L1 first (no registers), so that the
-  // one-pack-at-a-time loads below do not wait on L2 in turn.
+  // `prefetch`: the chunk's weight / bias lines and its uncached x asked into L1 first (no
+  // registers), so that the one-pack-at-a-time loads below do not wait on L2 in turn.
   for (std::int64_t c0 = (len - 1) / kChunk * kChunk; c0 >= 0 && len > 0; c0 -= kChunk) {
     const Sweep sw(c0 + t * W, len, cached);
     if (use_prefetch) {
@@ -694,10 +641,9 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool bulk
 
 // ---- Host side -------------------------------------------------------------------------------
 
-// Dev switches for side-by-side timing, SIXFOLD_NORM_FWD=<names>: "tma" — long rows brought into
-// shared memory by bulk copies (slower, H200 run 1); "cw=N" — N blocks per long row; "verbose" —
-// the long-row launch shape on stderr; "cachedx", "nopfw" — without kStreamX / kPrefetchW (the
-// register paths, bf16 packs; "nopfw" also the long rows' prefetch).
+// Dev switches for side-by-side timing, SIXFOLD_NORM_FWD=<names>: "cw=N" — N blocks per long
+// row; "nopfw" — no prefetches on the long-row path; "verbose" — the long-row launch shape and
+// how many of its clusters are resident at once, on stderr.
 const char* fwd_dev_flags() {
   static const char* const flags = std::getenv("SIXFOLD_NORM_FWD");
   return flags;
@@ -790,15 +736,17 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
                  "%d clusters resident at once\n", (long long)a.x.rows, (long long)n, c,
                  (long long)slice, (long long)cached, active);
   }
+  // Prefetches pay where part of the slice is re-read (H200 run 2: 32×1048576 rms / layer
+  // 44.0 / 31.2 → 47.3 / 35.4% of copy) and cost where all of it is cached (256×262144 at 8
+  // blocks per row: 62.9 / 42.3 → 60.9 / 39.6%).
+  const bool prefetch = cached < slice && !fwd_dev_flag("nopfw");
   for_row_batches<T>(a, kMaxGrid / c, [&](const NormArgs& b) {
     cfg.gridDim = dim3(unsigned(b.x.rows * c));
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached, fwd_dev_flag("tma"),
-                                  !fwd_dev_flag("nopfw")),
-               kWhere);
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached, prefetch), kWhere);
   });
 }
 
-template <class T, NormKind K, int W, bool kAdd, int kVar = kVarDefault>
+template <class T, NormKind K, int W, bool kAdd>
 void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
   constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
   constexpr std::int64_t kItems = S * W;
@@ -809,13 +757,13 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     const std::int64_t per_block = kGroupBlock >> log2_g;
     for_row_batches<T>(a, per_block * kMaxGrid, [&](const NormArgs& b) {
       const auto blocks = unsigned(ceil_div(b.x.rows, per_block));
-      norm_rows_group<T, K, S, W, kAdd, kVar><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
+      norm_rows_group<T, K, S, W, kAdd><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else {
     const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
-      norm_rows_block<T, K, S, W, kAdd, kVar><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      norm_rows_block<T, K, S, W, kAdd><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
       check_cuda(cudaGetLastError(), kWhere);
     });
   }
@@ -825,14 +773,6 @@ template <class T, NormKind K, int W, bool kAdd>
 void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   constexpr int S = W > 1 ? 4 : 16;
   if (a.x.n > 1024 * S * W) return launch_cluster<T, K, S, W, kAdd>(a, stream, device);
-  if constexpr (std::is_same_v<T, __nv_bfloat16> && W > 1) {  // dev switches: bf16 packs only
-    const int v = (fwd_dev_flag("cachedx") ? 0 : kStreamX) | (fwd_dev_flag("nopfw") ? 0 : kPrefetchW);
-    if (v != kVarDefault) {
-      if (v == 0) return launch_register_rows<T, K, W, kAdd, 0>(a, stream);
-      if (v == kStreamX) return launch_register_rows<T, K, W, kAdd, kStreamX>(a, stream);
-      if (v == kPrefetchW) return launch_register_rows<T, K, W, kAdd, kPrefetchW>(a, stream);
-    }
-  }
   launch_register_rows<T, K, W, kAdd>(a, stream);
 }
 

@@ -46,9 +46,6 @@ struct Pack {
   __device__ __forceinline__ static Pack load(const T* p) {
     return {*reinterpret_cast<const Raw*>(p)};
   }
-  __device__ __forceinline__ static Pack load_streaming(const T* p) {  // read once: evict-first
-    return {__ldcs(reinterpret_cast<const Raw*>(p))};
-  }
   __device__ __forceinline__ static Pack load_read_only(const T* p) {  // weight, bias
     return {__ldg(reinterpret_cast<const Raw*>(p))};
   }
