@@ -20,11 +20,11 @@
 //   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
-//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row (slices ≤ 128 KB); each
-//                                   block folds its slice, caching up to 104 KB of it in shared
-//                                   memory; the cluster combines block states through DSMEM,
-//                                   then each block rewrites its slice (uncached rest re-read,
-//                                   from L2, prefetched)
+//   norm_rows_cluster  longer       a cluster of 1..16 blocks per row (slices ≤ 128 KB; with
+//                                   the residual add ≤ 64 KB); each block folds its slice,
+//                                   caching up to 104 KB of it in shared memory; the cluster
+//                                   combines block states through DSMEM, then each block
+//                                   rewrites its slice (the uncached rest re-read, from L2)
 // bf16 K = 32: group up to n = 1024, block up to 32768. f32 K = 16: 512 and 16384.
 // exp for 16-bit dtypes: 2^(x·log2 e) on the SFU (ex2.approx); f32: the accurate expf.
 //
@@ -504,7 +504,11 @@ __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
 
 constexpr int kClusterBlock = 512;
 constexpr int kMaxCluster = 16;                          // non-portable above 8 (Hopper allows 16)
-constexpr std::int64_t kSliceBytes = 128 << 10;          // widest slice before widening clusters
+// Widest slice before a cluster is widened. H200 runs 2–3, 256×262144 bf16: 128 KB (4 blocks per
+// row; 62 clusters resident = all 264 block slots) against 64 KB (8; 30 resident = 240 slots):
+// rms / layer / softmax 61 / 40 / 53 → 64 / 45 / 63% of copy; the fused residual add lost at 128
+// KB (62 / 66 → 56 / 62%: its uncached tail is re-read without prefetches), so it keeps 64 KB.
+constexpr std::int64_t kSliceBytes = 128 << 10, kSliceBytesAdd = 64 << 10;
 constexpr std::int64_t kMinSliceBytes = 8 << 10;         // when widening clusters for few rows
 constexpr std::int64_t kCacheBytes = 104 << 10;          // 2 blocks/SM fit 228 KB with statics
 
@@ -671,9 +675,9 @@ void for_row_batches(const NormArgs& a, std::int64_t max_rows, F&& launch) {
   }
 }
 
-// Cluster width: slices of ≤ kSliceBytes; widened while few rows leave SMs idle.
-int cluster_width(std::int64_t rows, std::int64_t row_bytes, int sms) {
-  std::int64_t c = std::min<std::int64_t>(kMaxCluster, ceil_div(row_bytes, kSliceBytes));
+// Cluster width: slices of ≤ slice_bytes; widened while few rows leave SMs idle.
+int cluster_width(std::int64_t rows, std::int64_t row_bytes, std::int64_t slice_bytes, int sms) {
+  std::int64_t c = std::min<std::int64_t>(kMaxCluster, ceil_div(row_bytes, slice_bytes));
   if (rows * c < 2 * sms)
     c = std::max(c, std::min<std::int64_t>({kMaxCluster, ceil_div(2 * sms, rows),
                                             row_bytes / kMinSliceBytes}));
@@ -701,7 +705,7 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
   const std::int64_t n = a.x.n;
-  int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)), sms);
+  int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)), kAdd ? kSliceBytesAdd : kSliceBytes, sms);
   if (const int forced = fwd_dev_int("cw"); forced >= 1 && forced <= kMaxCluster) c = forced;
   std::int64_t slice = 0, cached = 0;
   cudaLaunchAttribute attr{};
@@ -728,7 +732,8 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
     if (active > 0) break;
     c = 8;
   }
-  if (fwd_dev_flag("verbose")) {  // the launch shape and how many clusters fit at once
+  static std::atomic<std::int64_t> shown{-1};  // "verbose": once per row length in a row
+  if (fwd_dev_flag("verbose") && shown.exchange(n) != n) {  // launch shape, clusters resident
     int active = 0;
     cfg.gridDim = dim3(unsigned(std::min<std::int64_t>(a.x.rows, kMaxGrid / c) * c));
     if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess) (void)cudaGetLastError();
