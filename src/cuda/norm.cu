@@ -246,10 +246,11 @@ __device__ __forceinline__ Pack<T, W> add_and_store(const Pack<T, W>& q, float (
 //   layer:       Σx → mean, then Σ(x − mean)²       (two exact passes over the registers)
 //   softmax:     max → M, then Σ exp(x − M)         (the row max first: each exponential once,
 //   log_softmax:                                     no per-thread rescaling, no exp in the tree)
-// A butterfly of a commutative operation (a + b, fmaxf) gives every lane the same bits, so no
-// lane-ordered select is needed. H200, bf16, before this layout (LogSumExp states merged up the
-// tree, floats kept, accurate expf): softmax 16384×8192 at 78.8% of copy, 1183 SASS instructions
-// per thread against rms_norm's 702.
+// A butterfly of a commutative operation (a + b, fmaxf) gives every lane the same bits (fmaxf up
+// to the sign of a zero maximum, which changes no output), so no lane-ordered select is needed.
+// H200, bf16 softmax, block kernel: LogSumExp states merged up the tree with floats kept and
+// accurate expf — 1183 SASS instructions per thread, 77% of copy at 16384×8192; this layout with
+// 2^x on the SFU — 558 instructions, 95% (docs/perf/norm.md, dev/norm/README.md).
 
 // Hides a value from the optimizer, so that a later pass unpacks the raw pack again instead of
 // keeping the first pass's floats alive across the reductions.
@@ -377,8 +378,8 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
   if constexpr (K == NormKind::rms) {
     const float ss = red(tile_fold(r, ok, false, [](float v) { return v * v; }), AddOp{}, 0);
     const float rs = 1.0f / sqrtf(ss / float(n) + a.eps);
-    rewrite_affine<W>(w, static_cast<const T*>(nullptr), t, p, ok,
-                         [&](int s, const float (&wv)[W], const float (&)[W]) {
+    const T* no_bias = nullptr;
+    rewrite_affine<W>(w, no_bias, t, p, ok, [&](int s, const float (&wv)[W], const float (&)[W]) {
       float v[W], o[W];
       opaque(r[s]).unpack(v);
 #pragma unroll
@@ -386,7 +387,8 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
       store(s, o);
     });
   } else if constexpr (K == NormKind::layer) {
-    const float mean = red(tile_fold(r, ok, false, [](float v) { return v; }), AddOp{}, 0) / float(n);
+    const float mean =
+        red(tile_fold(r, ok, false, [](float v) { return v; }), AddOp{}, 0) / float(n);
     const float m2 = red(tile_fold(r, ok, true, [&](float v) { return (v - mean) * (v - mean); }),
                          AddOp{}, 1);
     const float rs = 1.0f / sqrtf(m2 / float(n) + a.eps);
@@ -497,7 +499,9 @@ __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
   norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y,
                               int(threadIdx.x), int(blockDim.x), true,
-                              [&](float v, auto op, int pass) { return block_all(v, op, slots[pass]); });
+                              [&](float v, auto op, int pass) {
+                                return block_all(v, op, slots[pass]);
+                              });
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -652,7 +656,9 @@ const char* fwd_dev_flags() {
   static const char* const flags = std::getenv("SIXFOLD_NORM_FWD");
   return flags;
 }
-bool fwd_dev_flag(const char* name) { return fwd_dev_flags() && std::strstr(fwd_dev_flags(), name); }
+bool fwd_dev_flag(const char* name) {
+  return fwd_dev_flags() && std::strstr(fwd_dev_flags(), name);
+}
 // "cw=N": N blocks per row on the long-row path (0 when absent).
 int fwd_dev_int(const char* name) {
   const char* at = fwd_dev_flags() ? std::strstr(fwd_dev_flags(), name) : nullptr;
@@ -705,7 +711,8 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
   const std::int64_t n = a.x.n;
-  int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)), kAdd ? kSliceBytesAdd : kSliceBytes, sms);
+  int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)),
+                        kAdd ? kSliceBytesAdd : kSliceBytes, sms);
   if (const int forced = fwd_dev_int("cw"); forced >= 1 && forced <= kMaxCluster) c = forced;
   std::int64_t slice = 0, cached = 0;
   cudaLaunchAttribute attr{};
@@ -736,10 +743,12 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   if (fwd_dev_flag("verbose") && shown.exchange(n) != n) {  // launch shape, clusters resident
     int active = 0;
     cfg.gridDim = dim3(unsigned(std::min<std::int64_t>(a.x.rows, kMaxGrid / c) * c));
-    if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess) (void)cudaGetLastError();
-    std::fprintf(stderr, "norm cluster: rows %lld n %lld: %d blocks per row, slice %lld, cached %lld, "
-                 "%d clusters resident at once\n", (long long)a.x.rows, (long long)n, c,
-                 (long long)slice, (long long)cached, active);
+    if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess)
+      (void)cudaGetLastError();
+    std::fprintf(stderr,
+                 "norm cluster: rows %lld n %lld: %d blocks per row, slice %lld, cached %lld, "
+                 "%d clusters resident at once\n",
+                 (long long)a.x.rows, (long long)n, c, (long long)slice, (long long)cached, active);
   }
   // Prefetches pay where part of the slice is re-read (H200 run 2: 32×1048576 rms / layer
   // 44.0 / 31.2 → 47.3 / 35.4% of copy) and cost where all of it is cached (256×262144 at 8
