@@ -252,20 +252,6 @@ __device__ __forceinline__ Pack<T, W> add_and_store(const Pack<T, W>& q, float (
 // accurate expf — 1183 SASS instructions per thread, 77% of copy at 16384×8192; this layout with
 // 2^x on the SFU — 558 instructions, 95% (docs/perf/norm.md, dev/norm/README.md).
 
-// Hides a value from the optimizer, so that a later pass unpacks the raw pack again instead of
-// keeping the first pass's floats alive across the reductions.
-template <class P>
-__device__ __forceinline__ P opaque(P v) {
-  if constexpr (sizeof(P) % 4 == 0) {
-    unsigned w[sizeof(P) / 4];
-    memcpy(w, &v, sizeof(P));
-#pragma unroll
-    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm("" : "+r"(w[i]));
-    memcpy(&v, w, sizeof(P));
-  }
-  return v;
-}
-
 struct AddOp {
   static constexpr float kIdentity = 0.f;
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }

@@ -319,20 +319,6 @@ __device__ __forceinline__ void slot_store(float* base, int p, int t, int s, con
 template <NormKind K>
 inline constexpr int kSmemGradArrays = K == NormKind::layer ? 3 : 2;
 
-// Hides a value from the optimizer (an empty asm on each 32-bit word), so that a pack is unpacked
-// again where it is used instead of kept as floats across the row's reductions (SmemGrads).
-template <class P>
-__device__ __forceinline__ P opaque(P v) {
-  if constexpr (sizeof(P) % 4 == 0) {
-    unsigned w[sizeof(P) / 4];
-    memcpy(w, &v, sizeof(P));
-#pragma unroll
-    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm("" : "+r"(w[i]));
-    memcpy(&v, w, sizeof(P));
-  }
-  return v;
-}
-
 // Two blocks per SM where the row fits 64 registers: the softmax kinds and SmemGrads, with
 // 16-bit elements in 16-byte packs (f32 and scalar rows spill at 64).
 template <class T, NormKind K, int W, bool SmemGrads>

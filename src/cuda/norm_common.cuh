@@ -30,6 +30,21 @@ template <class T> __device__ __forceinline__ T from_f32(float x) {
   else return __float2half_rn(x);
 }
 
+// Hides a value from the optimizer (an empty asm on each 32-bit word), so that a later pass
+// unpacks a raw pack again where it is used instead of keeping the first pass's floats alive
+// across the row's reductions (forward register rows, backward SmemGrads).
+template <class P>
+__device__ __forceinline__ P opaque(P v) {
+  if constexpr (sizeof(P) % 4 == 0) {
+    unsigned w[sizeof(P) / 4];
+    memcpy(w, &v, sizeof(P));
+#pragma unroll
+    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm("" : "+r"(w[i]));
+    memcpy(&v, w, sizeof(P));
+  }
+  return v;
+}
+
 template <int Bytes> struct RawWord;
 template <> struct RawWord<16> { using type = uint4; };
 template <> struct RawWord<8> { using type = uint2; };
