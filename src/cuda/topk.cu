@@ -752,7 +752,7 @@ __device__ __forceinline__ bool value_of_key(u32 key, T& v) {
     return true;
   } else {
     if (key == 0xffffffffu || key == 0x80000000u) return false;
-    const float f = __uint_as_float((key & 0x80000000u) ? (key ^ 0x80000000u) : ~key);
+    const float f = key_float(key);
     if constexpr (std::is_same_v<T, float>) v = f;
     else if constexpr (std::is_same_v<T, __half>) v = __float2half_rn(f);  // exact: f came from a half
     else v = __float2bfloat16_rn(f);
@@ -945,8 +945,7 @@ struct Probe {
   float s, st;  // sign, sign · value of thr's key
   u32 thr, flip;
   __device__ __forceinline__ Probe(u32 thr_, u32 flip_) : thr(thr_), flip(flip_) {
-    const u32 k = thr ^ flip;  // the key (unflipped) that thr stands for
-    const float tf = __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+    const float tf = key_float(thr ^ flip);  // the value of the (unflipped) key thr stands for
     s = flip ? -1.f : 1.f;
     st = s * tf;
   }
@@ -989,7 +988,7 @@ template <> __device__ __forceinline__ bool may_pass<__nv_bfloat16>(const uint4&
 // may_pass) costs a multiply and a compare per element and one vote per U loads; the exact keys
 // are computed only on the slow path, for the loads that may hold one, which flushes once per
 // load (the buffer holds 32 more than one load's W ballots can add).
-template <class T, int kMinBlocks, int U, bool kStreamLoads, bool kAhead>
+template <class T, int kMinBlocks, int U, bool kStreamLoads>
 __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> a) {
   constexpr int W = Vec<T>::kWidth, kWarpBuf = 32 * (W + 1);
   __shared__ u64 wbuf[kFilterThreads / 32][kWarpBuf];
@@ -1048,17 +1047,16 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     u32 hits = 0;
 #pragma unroll
     for (int u = 0; u < U; ++u) hits |= u32(b + u * 32 + lane < nv && may_pass<T>(e[u], probe)) << u;
+    // The next step's loads go out before the slow path runs (on this step's copy, cur).
     uint4 cur[U];
     const u64 bc = b;
-    if constexpr (kAhead) {  // the next step's loads go out before the slow path runs
 #pragma unroll
-      for (int u = 0; u < U; ++u) cur[u] = e[u];
-      b += step;
+    for (int u = 0; u < U; ++u) cur[u] = e[u];
+    b += step;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const u64 v = b + u * 32 + lane;
-        e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
-      }
+    for (int u = 0; u < U; ++u) {
+      const u64 v = b + u * 32 + lane;
+      e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
     }
     if (__any_sync(0xffffffffu, hits != 0)) {
       u32 ties = 0;
@@ -1067,7 +1065,7 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
         if (!__any_sync(0xffffffffu, (hits >> u) & 1u)) continue;
         const u64 v = bc + u * 32 + lane;
         const bool ok = v < nv;
-        const uint4& r = kAhead ? cur[u] : e[u];
+        const uint4& r = cur[u];
         u32 key[W];
         bool above = false;
 #pragma unroll
@@ -1086,14 +1084,6 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
       if (__any_sync(0xffffffffu, ties != 0)) {
         const u32 sum = __reduce_add_sync(0xffffffffu, ties);
         if (lane == 0) atomicAdd(&a.seg_eq[bc * W / u64(kSeg)], sum);
-      }
-    }
-    if constexpr (!kAhead) {
-      b += step;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const u64 v = b + u * 32 + lane;
-        e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
       }
     }
   }
@@ -1227,17 +1217,15 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
 // issued before the slow path runs. Measured on the H200 (1e8 f32, graph replay, session 5):
 // 0.119 / 0.120 / 0.138 ms for k = 10 / 1000 / 1e5 against 0.134 / 0.134 / 0.165 for 3 blocks
 // of 40 registers (which spill once the slow path keeps the tie count across loads, and 0.246
-// with the next loads kept in registers too). Dev hooks for A/B timing: SIXFOLD_TOPK_FILTER=2x8
-// (8 loads in flight, issued after the slow path), =ldg (the default with read-only-path loads).
+// with the next loads kept in registers too). Dev hook for A/B timing: SIXFOLD_TOPK_FILTER=ldg
+// (read-only-path loads instead).
 template <class T>
 auto lr_filter_kernel() {
-  static const int v = [] {
+  static const bool ldg = [] {
     const char* e = std::getenv("SIXFOLD_TOPK_FILTER");
-    const std::string s = e ? e : "";
-    return s == "2x8" ? 1 : s == "ldg" ? 2 : 0;
+    return e && std::string(e) == "ldg";
   }();
-  return v == 1 ? lr::lr_filter<T, 2, 8, false, false> : v == 2 ? lr::lr_filter<T, 2, 4, false, true>
-                                                                : lr::lr_filter<T, 2, 4, true, true>;
+  return ldg ? lr::lr_filter<T, 2, 4, false> : lr::lr_filter<T, 2, 4, true>;
 }
 
 // The sample's margin: thr is the sampled key with margin × the expected count of sampled

@@ -35,6 +35,11 @@ __device__ __forceinline__ u32 float_key(float v) {
   if ((u << 1) == 0) u = 0;  // −0 → +0
   return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u);
 }
+// The float whose float_key is `key`, for every key but NaN's (all ones) and zero's (0x80000000),
+// where float_key merged payloads and signs.
+__device__ __forceinline__ float key_float(u32 key) {
+  return __uint_as_float((key & 0x80000000u) ? (key ^ 0x80000000u) : ~key);
+}
 __device__ __forceinline__ u32 order_key(float v) { return float_key(v); }
 __device__ __forceinline__ u32 order_key(__half v) { return float_key(__half2float(v)); }
 __device__ __forceinline__ u32 order_key(__nv_bfloat16 v) { return float_key(__bfloat162float(v)); }
