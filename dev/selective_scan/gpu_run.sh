@@ -4,9 +4,10 @@
 #   core    build (build-gpu, only the scan's targets), the C++ CUDA tests with the GPU required
 #           (also with SIXFOLD_SSCAN_CW=2,4,8: the widths the bench shapes use),
 #           the launch sweep (dev/selective_scan/sweep_launch.cpp, each launch checked against
-#           the CPU backend), the previous kernel (v3_block_scan.cu, linked in place of the
-#           library's) timed in the same run, compute-sanitizer memcheck on the small CUDA
-#           cases, the CLI bench rows (GPU)
+#           the CPU backend), a previous kernel when PREV_KERNEL names its .cu (e.g. v3:
+#           `git show 6c07e05:src/cuda/selective_scan.cu > /tmp/v3.cu`; same entry points, linked
+#           in place of the library's) timed in the same run, compute-sanitizer memcheck on the
+#           small CUDA cases, the CLI bench rows (GPU)
 #   profile Nsight Compute on the default launch, shape $PROFILE_SHAPE (default 1): sections as
 #           text (ncu.txt) and per-SASS-instruction stall samples (ncu_sass.csv)
 #   racecheck  compute-sanitizer racecheck on the small CUDA scan cases
@@ -25,17 +26,23 @@ stamp() { echo "== $* ($((SECONDS - t0)) s)" | tee -a "$out/checks.log"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >>"$out/checks.log" 2>&1
 
 stamp "build"
-# The previous kernel as one object, compiled beside the library build.
-mkdir -p /tmp/v3 && cp dev/selective_scan/v3_block_scan.cu src/cuda/zz_v3_tmp.cu
-(/usr/local/cuda/bin/nvcc -DSIXFOLD_WITH_CUDA=1 -Iinclude -O3 -DNDEBUG -std=c++20 --expt-relaxed-constexpr \
-   -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-fPIC -c src/cuda/zz_v3_tmp.cu -o /tmp/v3/selective_scan.cu.o \
-   >/tmp/v3/build.log 2>&1; echo "v3 object: exit $?" >>/tmp/v3/build.log) &
-v3pid=$!
+# A previous kernel (PREV_KERNEL) as one object, compiled beside the library build.
+mkdir -p /tmp/v3 && rm -f /tmp/v3/selective_scan.cu.o /tmp/v3/build.log
+v3pid=
+if [[ -n ${PREV_KERNEL:-} ]]; then
+  cp "$PREV_KERNEL" src/cuda/zz_v3_tmp.cu
+  (/usr/local/cuda/bin/nvcc -DSIXFOLD_WITH_CUDA=1 -Iinclude -O3 -DNDEBUG -std=c++20 --expt-relaxed-constexpr \
+     -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-fPIC -c src/cuda/zz_v3_tmp.cu -o /tmp/v3/selective_scan.cu.o \
+     >/tmp/v3/build.log 2>&1; echo "previous kernel object: exit $?" >>/tmp/v3/build.log) &
+  v3pid=$!
+fi
 scripts/gpu_quick.sh sixfold test_selective_scan sixfold_cli >"$out/build.log" 2>&1 ||
   { tail -30 "$out/build.log"; exit 1; }
-wait $v3pid
-cat /tmp/v3/build.log >>"$out/build.log"
-rm -f src/cuda/zz_v3_tmp.cu
+if [[ -n $v3pid ]]; then
+  wait $v3pid
+  cat /tmp/v3/build.log >>"$out/build.log"
+  rm -f src/cuda/zz_v3_tmp.cu
+fi
 grep -E "warning" "$out/build.log" | grep -i selective_scan | head -5
 
 if want core; then
@@ -60,9 +67,9 @@ if want core; then
     cp build-gpu/libsixfold.a /tmp/v3/lib.a && ar d /tmp/v3/lib.a selective_scan.cu.o &&
       ar r /tmp/v3/lib.a /tmp/v3/selective_scan.cu.o &&
       g++ "${flags[@]}" /tmp/v3/lib.a "${libs[@]}" -o /tmp/sweep_v3 >>"$out/build.log" 2>&1 &&
-      { echo "---- v3 (previous library kernel), default launch"; timeout 60 /tmp/sweep_v3 --default; } >>"$out/sweep.txt" 2>&1
+      { echo "---- previous kernel ($PREV_KERNEL), default launch"; timeout 60 /tmp/sweep_v3 --default; } >>"$out/sweep.txt" 2>&1
   fi
-  grep -E "default|floor|exit|v3" "$out/sweep.txt"
+  grep -E "default|floor|exit|previous" "$out/sweep.txt"
 
   stamp "memcheck (small CUDA cases)"
   SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
