@@ -1,6 +1,7 @@
 // Norm ops (RMSNorm, LayerNorm, softmax, log-softmax) on every backend against the float64
 // reference: fresh random inputs, f32/bf16/f16, awkward row lengths (1, 3, 4095, 4097, 2^20),
-// strided rows, in place, huge logits and −inf entries; bad input rejected with nothing written.
+// strided rows, in place, huge logits and −inf entries; the saved row statistics (mean / rstd)
+// against float64; bad input rejected with nothing written.
 // The CUDA cases run where a GPU is usable (skipped otherwise; SIXFOLD_REQUIRE_GPU=1 fails them).
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "../src/reference/norm_reference.hpp"
 #include "row_buffers.hpp"
+#include "test_norm_stats.hpp"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
@@ -31,6 +33,8 @@ struct Case {
   bool in_place = false;
   double scale = 1.0;   // logits scale (1e4 for "huge")
   bool neg_inf = false; // sprinkle −inf entries (softmax kinds); row 0 all −inf
+  int stats = 0;        // rms / layer: also save the row statistics, shaped (rows) (1) or
+                        // (rows, 1) (2)
 };
 
 std::string describe(const Case& c) {
@@ -39,7 +43,7 @@ std::string describe(const Case& c) {
          std::to_string(c.rows) + "x" + std::to_string(c.n) + (c.affine ? " affine" : "") +
          " pad " + std::to_string(c.pad_x) + "/" + std::to_string(c.pad_out) +
          (c.in_place ? " in-place" : "") + (c.scale != 1 ? " scale " + std::to_string(c.scale) : "") +
-         (c.neg_inf ? " -inf" : "");
+         (c.neg_inf ? " -inf" : "") + (c.stats ? " stats " + std::to_string(c.stats) : "");
 }
 
 void run_case(const Case& c, Device dev) {
@@ -70,13 +74,23 @@ void run_case(const Case& c, Device dev) {
   if (has_w) tw = TensorView::contiguous(bw.storage.get(), c.dtype, {c.n}, dev);
   if (has_b) tb = TensorView::contiguous(bb.storage.get(), c.dtype, {c.n}, dev);
   const float eps = 1e-5f;
+  // Saved statistics: poisoned f32 buffers, viewed as (rows) or (rows, 1).
+  const std::vector<std::uint8_t> spoison(std::size_t(c.rows) * 4, 0xff);
+  DeviceBuffer bmean(dev, spoison), brstd(dev, spoison);
+  NormStats st;
+  if (c.stats) {
+    const Shape sh = c.stats == 1 ? Shape{c.rows} : Shape{c.rows, 1};
+    st.rstd = TensorView::contiguous(brstd.storage.get(), DType::f32, sh, dev);
+    if (c.kind == NormKind::layer) st.mean = TensorView::contiguous(bmean.storage.get(), DType::f32, sh, dev);
+  }
   switch (c.kind) {
-    case NormKind::rms: rms_norm(tx, tw, to, {eps}); break;
-    case NormKind::layer: layer_norm(tx, tw, tb, to, {eps}); break;
+    case NormKind::rms: rms_norm(tx, tw, to, {eps}, {}, st); break;
+    case NormKind::layer: layer_norm(tx, tw, tb, to, {eps}, {}, st); break;
     case NormKind::softmax: softmax(tx, to); break;
     case NormKind::log_softmax: log_softmax(tx, to); break;
   }
   const auto out = decode(c.dtype, (c.in_place ? bx : bo).host(), c.rows, c.n, so);
+  if (c.stats) expect_stats(c.kind, xq, c.rows, c.n, eps, floats_of(bmean), floats_of(brstd), 2e-5);
   const auto wq = has_w ? decode(c.dtype, wbytes, 1, c.n, c.n) : std::vector<double>{};
   const auto bq = has_b ? decode(c.dtype, bbytes, 1, c.n, c.n) : std::vector<double>{};
   const auto ref = reference::norm(c.kind, xq, c.rows, c.n, wq, bq, eps);
@@ -113,6 +127,16 @@ std::vector<Case> cases() {
       }
       all.push_back({k, t, 9, 777, false, 3, 5});          // strided rows, no weight/bias
       all.push_back({k, t, 6, 4096, true, 8, 0, true});    // in place, padded rows
+      if (k != NormKind::rms && k != NormKind::layer) continue;
+      // The saved statistics on every path (register groups, blocks, clusters, 1M).
+      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 1}, {5, 17}, {3, 4095},
+                             {2, 4097}, {33, 1000}, {2, 40000}, {1, 432000}, {1, 1 << 20}}) {
+        if (n >= (1 << 20) && std::getenv("SIXFOLD_TEST_SMALL")) continue;
+        all.push_back({k, t, rows, n, true, 0, 0, false, 1.0, false, n % 2 ? 1 : 2});
+      }
+      all.push_back({k, t, 9, 777, false, 3, 5, false, 1.0, false, 1});   // strided
+      all.push_back({k, t, 6, 4096, true, 8, 0, true, 1.0, false, 2});    // in place
+      if (t != DType::f16) all.push_back({k, t, 4, 1000, true, 0, 0, false, 1e4, false, 1});  // huge
     }
   for (NormKind k : {NormKind::softmax, NormKind::log_softmax})
     for (DType t : {DType::f32, DType::bf16}) {
@@ -157,6 +181,32 @@ TEST(Norm, BadInputIsRejectedAndNothingWritten) {
   overlapping.shape.dims[0] = 4;
   expect_error([&] { softmax(tx, overlapping); }, "argument 'out': expected rows that do not overlap");
   expect_error([&] { rms_norm(tx, TensorView{}, ty, {-1.0f}); }, "argument 'params.eps'");
+  // Saved statistics: (4) f32 on x's device, rms without a mean, apart from the outputs.
+  std::vector<float> st(8, NAN);
+  auto sv = [&](std::int64_t at, Shape sh, DType t = DType::f32) {
+    return TensorView::contiguous(st.data() + at, t, sh);
+  };
+  expect_error([&] { rms_norm(tx, TensorView{}, ty, {}, {}, {sv(0, {4}), sv(4, {4})}); },
+               "argument 'mean': expected absent (rms_norm keeps no mean)");
+  expect_error([&] { layer_norm(tx, TensorView{}, TensorView{}, ty, {}, {}, {sv(0, {4}), sv(4, {3})}); },
+               "argument 'rstd': expected 4 elements (one per row of 'x'");
+  expect_error([&] { layer_norm(tx, TensorView{}, TensorView{}, ty, {}, {}, {sv(0, {4}, DType::bf16), {}}); },
+               "argument 'mean': expected dtype f32, got bf16");
+  expect_error([&] { layer_norm(tx, TensorView{}, TensorView{}, ty, {}, {}, {sv(0, {4}), sv(2, {4})}); },
+               "argument 'rstd': expected memory that does not partly overlap 'mean'");
+  expect_error([&] { layer_norm(tx, TensorView{}, TensorView{}, ty, {}, {}, {sv(0, {4}), sv(0, {4})}); },
+               "argument 'rstd': expected memory apart from 'mean'");
+  expect_error([&] { rms_norm(tx, TensorView{}, ty, {}, {}, {{}, TensorView::contiguous(y.data() + 2, DType::f32, {4})}); },
+               "argument 'rstd': expected memory that does not partly overlap 'out'");
+  expect_error([&] { rms_norm(tx, TensorView{}, ty, {}, {}, {{}, TensorView::contiguous(y.data(), DType::f32, {4})}); },
+               "argument 'rstd': expected memory apart from 'out'");
+  expect_error([&] { rms_norm(tx, TensorView{}, ty, {}, {}, {{}, TensorView::contiguous(st.data(), DType::f32, {4}, Device::cuda(0))}); },
+               "argument 'rstd': expected device cpu");
+  auto strided = sv(0, {4});
+  strided.strides[0] = 2;
+  expect_error([&] { rms_norm(tx, TensorView{}, ty, {}, {}, {{}, strided}); },
+               "argument 'rstd': expected a contiguous tensor");
+  for (float v : st) ASSERT_TRUE(std::isnan(v));
   expect_error([&] { rms_norm(tx, TensorView{}, TensorView::contiguous(y.data(), DType::f32, {4, 6}, Device::cuda(0))); },
          "argument 'out': expected device cpu");
   for (float v : y) ASSERT_TRUE(std::isnan(v));

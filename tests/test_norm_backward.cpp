@@ -2,8 +2,9 @@
 // RMSNorm, LayerNorm, softmax and log-softmax on every backend against the float64 reference:
 // fresh random inputs, f32/bf16/f16, awkward row lengths (1, 3, 4095, 4097, 2^20), strided
 // rows, in place, huge values; dweight/dbias determinism (identical bits on repeated calls);
-// bad input rejected with nothing written. CUDA cases run where a GPU is usable (skipped
-// otherwise; SIXFOLD_REQUIRE_GPU=1 fails them).
+// the saved row statistics (forward → backward round trip, and float64 ones) against the
+// reference and the recompute path; bad input rejected with nothing written. CUDA cases run
+// where a GPU is usable (skipped otherwise; SIXFOLD_REQUIRE_GPU=1 fails them).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "../src/reference/norm_reference.hpp"
 #include "row_buffers.hpp"
+#include "test_norm_stats.hpp"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
@@ -79,6 +81,7 @@ struct AddCase {
   int pad = 0;            // extra elements per row of every tensor (strided rows)
   int alias = 0;          // 0: separate outputs; 1: sum_out = residual; 2: sum_out = x, out = residual
   double scale = 1.0;     // huge values: 1e4 (bf16/f32) or 1e2 (f16)
+  bool stats = false;     // also save the statistics of s (mean / rstd)
 };
 
 void run_add_case(const AddCase& c, Device dev) {
@@ -110,8 +113,15 @@ void run_add_case(const AddCase& c, Device dev) {
   if (c.affine) tw = TensorView::contiguous(bw.storage.get(), c.dtype, {c.n}, dev);
   if (has_b) tb = TensorView::contiguous(bb.storage.get(), c.dtype, {c.n}, dev);
   const float eps = 1e-5f;
-  if (c.kind == NormKind::rms) add_rms_norm(tx, tr, tw, to, ts, {eps});
-  else add_layer_norm(tx, tr, tw, tb, to, ts, {eps});
+  const std::vector<std::uint8_t> spoison(std::size_t(c.rows) * 4, 0xff);
+  DeviceBuffer bmean(dev, spoison), brstd(dev, spoison);
+  NormStats stats;
+  if (c.stats) {
+    stats.rstd = TensorView::contiguous(brstd.storage.get(), DType::f32, {c.rows}, dev);
+    if (c.kind == NormKind::layer) stats.mean = TensorView::contiguous(bmean.storage.get(), DType::f32, {c.rows}, dev);
+  }
+  if (c.kind == NormKind::rms) add_rms_norm(tx, tr, tw, to, ts, {eps}, {}, stats);
+  else add_layer_norm(tx, tr, tw, tb, to, ts, {eps}, {}, stats);
   const auto s = decode(c.dtype, sum_buf->host(), c.rows, c.n, st);
   const auto y = decode(c.dtype, out_buf->host(), c.rows, c.n, st);
   // s against x + residual rounded once to the dtype; y against the norm of the stored s.
@@ -121,6 +131,7 @@ void run_add_case(const AddCase& c, Device dev) {
   const auto bq = has_b ? decode(c.dtype, bbytes, 1, c.n, c.n) : std::vector<double>{};
   expect_close(y, reference::norm(c.kind, s, c.rows, c.n, wq, bq, eps), c.dtype, c.rows, c.n,
                rtol_of(c.dtype, 2e-5), "y");
+  if (c.stats) expect_stats(c.kind, s, c.rows, c.n, eps, floats_of(bmean), floats_of(brstd), 2e-5);
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> shapes() {
@@ -140,6 +151,11 @@ std::vector<AddCase> add_cases() {
       all.push_back({k, t, 7, 1000, true, 0, 2});            // sum into x, y into residual
       all.push_back({k, t, 2, 50000, true, 3, 1});           // long rows, in place, strided
       all.push_back({k, t, 4, 1000, true, 0, 0, t == DType::f16 ? 1e2 : 1e4});  // huge values
+      // Saved statistics of s on every path.
+      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{3, 1}, {5, 17}, {2, 4097},
+                             {33, 1000}, {3, 40000}})
+        all.push_back({k, t, rows, n, true, 0, 0, 1.0, true});
+      all.push_back({k, t, 2, 50000, true, 3, 1, 1.0, true});  // long rows, in place, strided
     }
   return all;
 }
@@ -156,6 +172,10 @@ struct BwdCase {
   int in_place = 0;        // 0: dx separate; 1: dx = dy; 2: dx = x (or y)
   double scale = 1.0;      // huge inputs (rms/layer: x scale; softmax: logits scale)
   bool neg_inf = false;    // softmax kinds: every 5th logit −inf (y = 0, log-softmax y = −inf)
+  // rms / layer: the row statistics given to the backward (NormStats) instead of recomputed:
+  // 1 — saved by sixfold's forward on the same device (the round trip), 2 — the float64 ones
+  // rounded to f32.
+  int saved = 0;
 };
 
 struct BwdResult {
@@ -186,9 +206,34 @@ BwdResult run_backward(const BwdCase& c, Device dev, const std::vector<std::uint
   }
   if (has_b) tgb = TensorView::contiguous(bgb.storage.get(), gt, {c.n}, dev);
   const float eps = 1e-5f;
+  // Saved statistics (before any in-place write of dx over x).
+  std::vector<float> given_mean(std::size_t(c.rows)), given_rstd(std::size_t(c.rows));
+  if (c.saved == 2) {
+    const auto want = reference::norm_stats(c.kind, decode(c.dtype, xb, c.rows, c.n, st), c.rows,
+                                            c.n, eps);
+    for (std::size_t r = 0; r < std::size_t(c.rows); ++r)
+      given_mean[r] = float(want.mean[r]), given_rstd[r] = float(want.rstd[r]);
+  }
+  auto as_bytes = [](const std::vector<float>& v) {
+    std::vector<std::uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  DeviceBuffer bmean(dev, as_bytes(given_mean)), brstd(dev, as_bytes(given_rstd));
+  NormStats stats;
+  if (c.saved) {
+    stats.rstd = TensorView::contiguous(brstd.storage.get(), DType::f32, {c.rows}, dev);
+    if (c.kind == NormKind::layer) stats.mean = TensorView::contiguous(bmean.storage.get(), DType::f32, {c.rows}, dev);
+  }
+  if (c.saved == 1) {  // the forward's statistics (its output itself is not used here)
+    DeviceBuffer by(dev, std::vector<std::uint8_t>(xb.size(), 0));
+    const TensorView ty = by.rows_view(c.dtype, c.rows, c.n, st);
+    if (c.kind == NormKind::rms) rms_norm(tx, tw, ty, {eps}, {}, stats);
+    else layer_norm(tx, tw, TensorView{}, ty, {eps}, {}, stats);
+  }
   switch (c.kind) {
-    case NormKind::rms: rms_norm_backward(tdy, tx, tw, tdx, tgw, {eps}); break;
-    case NormKind::layer: layer_norm_backward(tdy, tx, tw, tdx, tgw, tgb, {eps}); break;
+    case NormKind::rms: rms_norm_backward(tdy, tx, tw, tdx, tgw, {eps}, {}, stats); break;
+    case NormKind::layer: layer_norm_backward(tdy, tx, tw, tdx, tgw, tgb, {eps}, {}, stats); break;
     case NormKind::softmax: softmax_backward(tdy, tx, tdx); break;
     case NormKind::log_softmax: log_softmax_backward(tdy, tx, tdx); break;
   }
@@ -264,7 +309,8 @@ void run_bwd_case(const BwdCase& c, Device dev) {
                " " + std::to_string(c.rows) + "x" + std::to_string(c.n) +
                (c.affine ? " affine" : "") + (c.f32_grads ? " f32-grads" : "") + " pad " +
                std::to_string(c.pad) + " in-place " + std::to_string(c.in_place) + " scale " +
-               std::to_string(c.scale) + (c.neg_inf ? " -inf" : "") + " on " + to_string(dev));
+               std::to_string(c.scale) + (c.neg_inf ? " -inf" : "") +
+               (c.saved ? " saved " + std::to_string(c.saved) : "") + " on " + to_string(dev));
   const BwdInputs in = make_inputs(c);
   const BwdResult got = run_backward(c, dev, in.xb, in.db, in.wb);
   const auto ref = reference::norm_backward(c.kind, in.xq, in.dq, c.rows, c.n, in.wq, 1e-5);
@@ -295,7 +341,16 @@ std::vector<BwdCase> bwd_cases() {
       if (k == NormKind::softmax || k == NormKind::log_softmax) {
         all.push_back({k, t, 3, 4097, true, false, 0, 0, 1.0, true});   // masked (−inf) logits
         all.push_back({k, t, 2, 20000, true, false, 0, 0, 1.0, true});  // long rows, masked
+        continue;
       }
+      // Saved statistics: the round trip on every path and layout above, and float64 ones.
+      for (auto [rows, n] : shapes()) all.push_back({k, t, rows, n, true, false, 0, 0, 1.0, false, 1});
+      all.push_back({k, t, 9, 777, false, false, 5, 0, 1.0, false, 1});    // strided, no weight
+      all.push_back({k, t, 6, 4096, true, true, 8, 1, 1.0, false, 2});     // dx = dy, f32 grads
+      all.push_back({k, t, 70, 1024, true, false, 0, 2, 1.0, false, 1});   // dx = x
+      all.push_back({k, t, 5, 30000, true, true, 2, 0, 1.0, false, 2});    // long strided rows
+      all.push_back({k, t, 300, 96, true, false, 0, 0, 1.0, false, 1});    // many row groups
+      if (t != DType::f16) all.push_back({k, t, 4, 1000, true, false, 0, 0, 1e4, false, 1});
     }
   return all;
 }
@@ -325,7 +380,9 @@ TEST(NormBackward, CudaMatchesReference) {
 void check_determinism(Device dev) {
   for (const BwdCase& c : {BwdCase{NormKind::layer, DType::f32, 3000, 512},
                            BwdCase{NormKind::rms, DType::bf16, 600, 4096, true, true},
-                           BwdCase{NormKind::layer, DType::bf16, 24, 50000, true, true}}) {
+                           BwdCase{NormKind::layer, DType::bf16, 24, 50000, true, true},
+                           BwdCase{NormKind::layer, DType::bf16, 600, 4096, true, false, 0, 0,
+                                   1.0, false, 1}}) {
     SCOPED_TRACE(std::string(kind_name(c.kind)) + " " + std::to_string(c.rows) + "x" +
                  std::to_string(c.n) + " on " + to_string(dev));
     const BwdInputs in = make_inputs(c);
@@ -341,6 +398,37 @@ void check_determinism(Device dev) {
 }
 
 TEST(NormBackward, CpuGradientsAreDeterministic) { check_determinism(Device::cpu()); }
+
+// The saved-statistics path (the forward's own mean / rstd) against the recompute path on the
+// same inputs: dx, dweight and dbias agree within the dtype's tolerance of each other.
+void check_saved_matches_recompute(Device dev) {
+  for (NormKind k : {NormKind::rms, NormKind::layer})
+    for (DType t : {DType::f32, DType::bf16, DType::f16})
+      for (auto [rows, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+               {1, 1}, {7, 3}, {40, 1024}, {3, 4097}, {2, 30000}}) {
+        BwdCase c{k, t, rows, n, true, true};
+        SCOPED_TRACE(std::string(kind_name(k)) + " " + std::string(dtype_name(t)) + " " +
+                     std::to_string(rows) + "x" + std::to_string(n) + " on " + to_string(dev));
+        const BwdInputs in = make_inputs(c);
+        const BwdResult recompute = run_backward(c, dev, in.xb, in.db, in.wb);
+        c.saved = 1;
+        const BwdResult saved = run_backward(c, dev, in.xb, in.db, in.wb);
+        expect_close(decode(t, saved.dx, rows, n, n), decode(t, recompute.dx, rows, n, n), t, rows,
+                     n, rtol_of(t, 1e-4), "dx", dx_terms(k, in.xq, in.dq, rows, n, in.wq, 1e-5));
+        expect_close(decode(DType::f32, saved.dw, 1, n, n), decode(DType::f32, recompute.dw, 1, n, n),
+                     DType::f32, 1, n, 1e-4, "dweight");
+        if (k == NormKind::layer)
+          expect_close(decode(DType::f32, saved.db, 1, n, n),
+                       decode(DType::f32, recompute.db, 1, n, n), DType::f32, 1, n, 1e-6, "dbias");
+      }
+}
+
+TEST(NormBackward, CpuSavedStatsMatchRecompute) { check_saved_matches_recompute(Device::cpu()); }
+
+TEST(NormBackward, CudaSavedStatsMatchRecompute) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  check_saved_matches_recompute(Device::cuda(0));
+}
 
 TEST(NormBackward, CudaGradientsAreDeterministic) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
@@ -420,6 +508,23 @@ TEST(NormBackward, BadInputIsRejectedAndNothingWritten) {
   expect_error([&] { layer_norm_backward(tdy, tx, v(w, {6}), tdx, TensorView::contiguous(gw.data(), DType::i32, {6}), TensorView{}); },
                "argument 'dweight': expected dtype f32 (that of 'x') or f32, got i32");
   expect_error([&] { rms_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, {-1.0f}); }, "argument 'params.eps'");
+  // Saved statistics: (4) f32, rms without a mean, layer both or neither, apart from outputs.
+  std::vector<float> mean(4, 0.0f), rstd(4, 1.0f);
+  const auto tm = v(mean, {4}), tr = v(rstd, {4});
+  expect_error([&] { rms_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, {}, {}, {tm, tr}); },
+               "argument 'mean': expected absent (rms_norm keeps no mean)");
+  expect_error([&] { layer_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, TensorView{}, {}, {}, {tm, {}}); },
+               "argument 'rstd': expected given together with 'mean'");
+  expect_error([&] { layer_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, TensorView{}, {}, {}, {{}, tr}); },
+               "argument 'mean': expected given together with 'rstd'");
+  expect_error([&] { rms_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, {}, {}, {{}, v(rstd, {3})}); },
+               "argument 'rstd': expected 4 elements (one per row of 'x'");
+  expect_error([&] { rms_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, {}, {}, {{}, TensorView::contiguous(rstd.data(), DType::f16, {4})}); },
+               "argument 'rstd': expected dtype f32, got f16");
+  expect_error([&] { layer_norm_backward(tdy, tx, v(w, {6}), tdx, v(gw, {6}), TensorView{}, {}, {}, {tm, v(gw, {4})}); },
+               "argument 'rstd': expected memory apart from 'dweight'");
+  expect_error([&] { rms_norm_backward(tdy, tx, TensorView{}, tdx, TensorView{}, {}, {}, {{}, v(dx, {4})}); },
+               "argument 'rstd': expected memory apart from 'dx'");
   for (float e : dx) ASSERT_TRUE(std::isnan(e));
   for (float e : gw) ASSERT_TRUE(std::isnan(e));
   for (float e : gb) ASSERT_TRUE(std::isnan(e));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dev/norm/gpu_run.sh LOGDIR [ncu] [vars] [torch] — one GPU session for the norm backward work:
+# dev/norm/gpu_run.sh LOGDIR [ncu] [vars] [torch] [fwd] (PREBUILT=DIR: see below) — one GPU session for the norm
 # build, CUDA tests (the default kernel, then every SIXFOLD_NORM_BWD_KERNEL variant in
 # CudaKernelVariantsMatchReference), memcheck on the small cases, optionally (ncu) Nsight Compute
 # on the bwd_rows_regs launches at 16384x8192 (rms / layer with the default v5, softmax), the CLI
@@ -8,15 +8,24 @@
 # built against build-gpu). The float64 naive rows are skipped (SIXFOLD_NORM_SKIP_NAIVE=1: they
 # time the host only). Every step has its own time limit so that the logs of the earlier steps
 # survive; everything ends up in LOGDIR/norm_bwd_logs.tgz and LOGDIR/summary.txt.
+#
+# PREBUILT=DIR (binaries built for sm_90a elsewhere and carried: DIR/test_norm,
+# DIR/test_norm_backward, DIR/sixfold): no build; the CUDA tests and memcheck of test_norm too
+# (the forward's saved statistics), then the same benches. Option fwd: also the forward bench of
+# rms / layer on the first three shapes (a check that saving statistics costs the forward nothing
+# when not asked). The backward bench rows of rms / layer are the saved-statistics path and
+# "(recompute stats)" the path without them.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?log folder}
-want_ncu=0 want_torch=0 want_vars=0
+want_ncu=0 want_torch=0 want_vars=0 want_fwd=0
 for a in "${@:2}"; do
   [[ $a == ncu ]] && want_ncu=1
   [[ $a == torch ]] && want_torch=1
   [[ $a == vars ]] && want_vars=1
+  [[ $a == fwd ]] && want_fwd=1
 done
+prebuilt=${PREBUILT:-}
 logs=$(mktemp -d)
 s="$logs/summary.txt"
 t0=$(date +%s)
@@ -25,10 +34,12 @@ finish() { tar -czf "$out/norm_bwd_logs.tgz" -C "$logs" . ; cp "$s" "$out/summar
 trap finish EXIT
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,memory.total --format=csv,noheader | tee -a "$s"
-el "build"
-timeout 300 scripts/gpu_quick.sh test_norm_backward sixfold_cli >"$logs/build.log" 2>&1 \
-  || { el "build failed"; tail -40 "$logs/build.log" | tee -a "$s"; exit 1; }
-grep -E "warning" "$logs/build.log" | grep -i norm | head -5 | tee -a "$s"
+if [[ -z $prebuilt ]]; then
+  el "build"
+  timeout 300 scripts/gpu_quick.sh test_norm_backward sixfold_cli >"$logs/build.log" 2>&1 \
+    || { el "build failed"; tail -40 "$logs/build.log" | tee -a "$s"; exit 1; }
+  grep -E "warning" "$logs/build.log" | grep -i norm | head -5 | tee -a "$s"
+fi
 pyjob=
 if (( want_torch )); then  # Python module in the background, for the torch side-by-side
   ( cmake -S . -B build-gpu -DSIXFOLD_BUILD_PYTHON=ON >/dev/null && cmake --build build-gpu -j 8 --target _C \
@@ -38,15 +49,26 @@ if (( want_torch )); then  # Python module in the background, for the torch side
 fi
 b=build-gpu
 cli=$b/tools/sixfold/sixfold
-el "tests"
-SIXFOLD_REQUIRE_GPU=1 timeout 150 "$b/tests/test_norm_backward" --gtest_filter='*Cuda*' >"$logs/tests.log" 2>&1
-echo "tests rc=$?" | tee -a "$s"
-grep -E "^\[  (PASSED|FAILED) |^\[       OK|^\[  FAILED" "$logs/tests.log" | tee -a "$s"
-el "memcheck"
-SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool memcheck \
-  --error-exitcode 3 "$b/tests/test_norm_backward" --gtest_filter='*Cuda*:-*Variants*' >"$logs/memcheck.log" 2>&1
-echo "memcheck rc=$?" | tee -a "$s"
-grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck.log" | tail -3 | tee -a "$s"
+tests=("$b/tests/test_norm_backward")
+if [[ -n $prebuilt ]]; then
+  cli=$prebuilt/sixfold
+  tests=("$prebuilt/test_norm" "$prebuilt/test_norm_backward")
+fi
+for t in "${tests[@]}"; do
+  name=$(basename "$t")
+  el "tests $name"
+  SIXFOLD_REQUIRE_GPU=1 timeout 150 "$t" --gtest_filter='*Cuda*' >"$logs/tests_$name.log" 2>&1
+  echo "tests $name rc=$?" | tee -a "$s"
+  grep -E "^\[  (PASSED|FAILED) |^\[       OK|^\[  FAILED" "$logs/tests_$name.log" | tee -a "$s"
+done
+for t in "${tests[@]}"; do
+  name=$(basename "$t")
+  el "memcheck $name"
+  SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 150 compute-sanitizer --tool memcheck \
+    --error-exitcode 3 "$t" --gtest_filter='*Cuda*:-*Variants*' >"$logs/memcheck_$name.log" 2>&1
+  echo "memcheck $name rc=$?" | tee -a "$s"
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck_$name.log" | tail -3 | tee -a "$s"
+done
 if (( want_ncu )); then
   el "ncu (16384x8192 bf16, every bwd_rows_regs launch; cold caches)"
   mets=dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed.sum,smsp__inst_executed.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__throughput.avg.pct_of_peak_sustained_elapsed
@@ -76,7 +98,13 @@ if (( want_vars )); then
     SIXFOLD_NORM_SHAPES=4096x4096,65536x1024 \
     timeout 60 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
 fi
-grep -E "==|_backward|copy" "$logs/bench.log" | cut -c1-170 | tee -a "$s"
+if (( want_fwd )); then
+  el "forward rms / layer (16384x8192, 4096x4096, 65536x1024)"
+  echo "== forward: SIXFOLD_NORM_CASES=forward" >>"$logs/bench.log"
+  SIXFOLD_NORM_CASES=forward SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 \
+    timeout 90 "$cli" bench norm --backend cuda --seconds 0.25 2>&1 | grep -v softmax >>"$logs/bench.log"
+fi
+grep -E "==|_backward|_norm bf16|copy" "$logs/bench.log" | grep -v "float64" | cut -c1-170 | tee -a "$s"
 if (( want_torch )); then
   el "torch side by side"
   wait "$pyjob"; echo "pybuild rc=$?" | tee -a "$s"

@@ -32,6 +32,9 @@
 // residual together, writes s = x + residual (rounded to T) to sum_out as it folds, and
 // normalizes the stored s; the cluster path caches s and re-reads its uncached tail from sum_out.
 //
+// Saved statistics (rms / layer, where a.mean / a.rstd are set): the f32 mean and
+// 1/sqrt(var + eps) the rewrite used, one store per row by the row's first thread.
+//
 // In place (out == x, sum_out == residual, ...) is safe: every element is read, before it is
 // written, by the thread that writes it, and slices of a row never overlap.
 #include <cooperative_groups.h>
@@ -348,10 +351,12 @@ __device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, in
 }
 
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
-// op-reduction of value over those threads (pass 0 or 1: which shared slots).
+// op-reduction of value over those threads (pass 0 or 1: which shared slots). mean_out /
+// rstd_out: where this thread saves the row's statistics (null: not asked, or another thread).
 template <class T, NormKind K, int S, int W, bool kAdd, class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
-                                          T* y, int t, int p, bool live, Red&& red) {
+                                          T* y, int t, int p, bool live, Red&& red,
+                                          float* mean_out, float* rstd_out) {
   Pack<T, W> r[S];
   bool ok[S];
   const int n = int(a.x.n);
@@ -364,6 +369,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
   if constexpr (K == NormKind::rms) {
     const float ss = red(tile_fold(r, ok, false, [](float v) { return v * v; }), AddOp{}, 0);
     const float rs = 1.0f / sqrtf(ss / float(n) + a.eps);
+    if (rstd_out) *rstd_out = rs;
     const T* no_bias = nullptr;
     rewrite_affine<W>(w, no_bias, t, p, ok, [&](int s, const float (&wv)[W], const float (&)[W]) {
       float v[W], o[W];
@@ -378,6 +384,8 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     const float m2 = red(tile_fold(r, ok, true, [&](float v) { return (v - mean) * (v - mean); }),
                          AddOp{}, 1);
     const float rs = 1.0f / sqrtf(m2 / float(n) + a.eps);
+    if (mean_out) *mean_out = mean;
+    if (rstd_out) *rstd_out = rs;
     rewrite_affine<W>(w, b, t, p, ok, [&](int s, const float (&wv)[W], const float (&bv)[W]) {
       float v[W], o[W];
       opaque(r[s]).unpack(v);
@@ -472,8 +480,11 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
+  const bool saver = live && t == 0;  // the row's statistics, where asked
   norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, g,
-                              live, [&](float v, auto op, int) { return group_all(v, g, op); });
+                              live, [&](float v, auto op, int) { return group_all(v, g, op); },
+                              saver && a.mean ? a.mean + r : nullptr,
+                              saver && a.rstd ? a.rstd + r : nullptr);
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
@@ -483,11 +494,14 @@ __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
+  const bool saver = threadIdx.x == 0;  // the row's statistics, where asked
   norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y,
                               int(threadIdx.x), int(blockDim.x), true,
                               [&](float v, auto op, int pass) {
                                 return block_all(v, op, slots[pass]);
-                              });
+                              },
+                              saver && a.mean ? a.mean + row : nullptr,
+                              saver && a.rstd ? a.rstd + row : nullptr);
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -600,6 +614,12 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   const State total = group_reduce(part, 32, m);
   auto read_done = cluster.barrier_arrive();  // block_state must outlive the other blocks' reads
   const Coef c = St::coef(total, n, a.eps);
+  if constexpr (K == NormKind::rms || K == NormKind::layer) {  // the row's statistics, if asked
+    if (rank == 0 && t == 0) {
+      if (a.rstd) a.rstd[row] = c.a;
+      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
+    }
+  }
 
   // Rewrite, newest chunks first: the uncached tail was read last, so it is likeliest in L2.
   // `prefetch`: the chunk's weight / bias lines and its uncached x asked into L1 first (no
@@ -659,6 +679,8 @@ void for_row_batches(const NormArgs& a, std::int64_t max_rows, F&& launch) {
     b.x.rows = b.out.rows = std::min(max_rows, a.x.rows - r0);
     b.x.data = static_cast<T*>(a.x.data) + r0 * a.x.row_stride;
     b.out.data = static_cast<T*>(a.out.data) + r0 * a.out.row_stride;
+    if (a.mean) b.mean = a.mean + r0;
+    if (a.rstd) b.rstd = a.rstd + r0;
     if (a.residual.data) {
       b.residual.data = static_cast<T*>(a.residual.data) + r0 * a.residual.row_stride;
       b.sum_out.data = static_cast<T*>(a.sum_out.data) + r0 * a.sum_out.row_stride;

@@ -9,6 +9,11 @@
 // The row sums are Sum monoids (LayerNorm's chunk states a Welford-style merge that carries Σg
 // and Σg(x − mean) about the chunk mean), so rows are cut anywhere; dw/db are a Sum over rows.
 //
+// With the forward's saved statistics (a.mean / a.rstd, template flag Saved): μ and r are read,
+// not recomputed, so each row has one reduction — Σg·x (rms), Σg and Σg·(x − μ) together
+// (layer) — and one barrier instead of two (layer); the long-row statistics pass reduces only
+// those sums.
+//
 // Kernels, with E elements per thread in 16-byte packs (scalars when rows are not 16-byte
 // aligned): E = 16 in bwd_rows_regs, 8 in the long-row kernels.
 //   bwd_rows_regs   n ≤ 512·16   one block of 32..512 threads per row, the row of x and dy in
@@ -331,10 +336,13 @@ inline constexpr int kRegsMinBlocks =
 // SmemGrads (rms / layer, v5): weight and dw/db in thread-private shared-memory slots, x and dy
 // kept as raw packs and unpacked at each use, so the kernel fits 64 registers and two
 // 512-thread blocks share an SM, as softmax_backward's do.
-template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false>
+// Saved: the row's μ / r from a.mean / a.rstd (one reduction per row, see the file header).
+template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false,
+          bool Saved = false>
 __global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
               int cluster) {
+  static_assert(!Saved || kHasGrads<K>);
   // Two of each scratch array, alternating by row: a row's array is written again only two rows
   // later, after every thread has passed the next row's barrier (so has read it).
   __shared__ Sums<1> s1[2][32];
@@ -393,6 +401,11 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
         rd[s] = Pack<T, W>::load(dr + s * p * W);
       }
     }
+    float saved_r = 0.f, saved_mean = 0.f;  // Saved: the row's statistics, loaded with the row
+    if constexpr (Saved) {
+      saved_r = __ldg(a.rstd + r);
+      if constexpr (K == NormKind::layer) saved_mean = __ldg(a.mean + r);
+    }
     // Registers mode: the row unpacked once; SmemGrads: unpacked again at each use.
     float xv[S][W], dv[S][W];
 #pragma unroll
@@ -409,7 +422,38 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     const auto x_of = [&](int s, float (&f)[W]) { row_of(rx, xv, s, f); };
     const auto dy_of = [&](int s, float (&f)[W]) { row_of(rd, dv, s, f); };
     Coef c{};
-    if constexpr (K == NormKind::rms) {
+    if constexpr (Saved && K == NormKind::rms) {  // Σg·x; r saved
+      Sums<1> part{{0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        float x[W], d[W], w[W];
+        x_of(s, x), dy_of(s, d), weight_of(s, w);
+#pragma unroll
+        for (int k = 0; k < W; ++k) part.v[0] = fmaf(d[k] * w[k], x[k], part.v[0]);
+      }
+      const Sums<1> tot = row_sum<1, Lean>(part, s1[par]);
+      c.a = saved_r;
+      c.b = c.a * c.a * c.a * (tot.v[0] * inv_n);
+    } else if constexpr (Saved && K == NormKind::layer) {  // Σg and Σg·(x − μ); μ, r saved
+      // Packs past the row hold x = dy = 0, so g = 0 there: no ok[] test needed.
+      Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        float x[W], d[W], w[W];
+        x_of(s, x), dy_of(s, d), weight_of(s, w);
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const float g = d[k] * w[k];
+          part.v[0] += g;
+          part.v[1] = fmaf(g, x[k] - saved_mean, part.v[1]);
+        }
+      }
+      const Sums<2> tot = row_sum<2, Lean>(part, s2[par]);
+      c.a = saved_r;
+      c.b = saved_mean;
+      c.c = tot.v[0] * inv_n;
+      c.d = c.a * c.a * (tot.v[1] * inv_n);
+    } else if constexpr (K == NormKind::rms) {
       Sums<2> part{{0.f, 0.f}};
 #pragma unroll
       for (int s = 0; s < S; ++s) {
@@ -568,7 +612,9 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
 constexpr int kChunkThreads = 256;
 
 // The state of chunk c of row r (blockIdx.x = r·chunks + c): 5 floats at states + 5·blockIdx.x.
-template <class T, NormKind K, int S, int W>
+// Saved (rms / layer with the forward's statistics): only the sums, Σg·x (rms) or Σg and
+// Σg·(x − μ) about the saved μ (layer), one block reduction.
+template <class T, NormKind K, int S, int W, bool Saved = false>
 __global__ void __launch_bounds__(kChunkThreads)
 bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
   __shared__ Sums<3> s3[32];
@@ -587,7 +633,28 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
     load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr,
                          kChunkThreads, rem, wv);
   float* out = states + 5 * std::int64_t(blockIdx.x);
-  if constexpr (K == NormKind::rms) {
+  if constexpr (Saved && K == NormKind::rms) {
+    Sums<1> part{{0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) part.v[0] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[0]);
+    const Sums<1> tot = block_sum(part, s1[0]);
+    if (t == 0) out[0] = tot.v[0];
+  } else if constexpr (Saved && K == NormKind::layer) {
+    const float mean = __ldg(a.mean + r);
+    Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) {  // g = 0 past the row (dy reads as 0 there)
+        const float g = dv[s][k] * wv[s][k];
+        part.v[0] += g;
+        part.v[1] = fmaf(g, xv[s][k] - mean, part.v[1]);
+      }
+    const Sums<2> tot = block_sum(part, s2);
+    if (t == 0) out[0] = tot.v[0], out[1] = tot.v[1];
+  } else if constexpr (K == NormKind::rms) {
     Sums<2> part{{0.f, 0.f}};
 #pragma unroll
     for (int s = 0; s < S; ++s)
@@ -631,17 +698,37 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
 }
 
 // One warp per row: lane l merges chunks l, l + 32, ... in order, then the lanes combine in lane
-// order (group_reduce); lane 0 writes the row's Coef.
-template <NormKind K>
+// order (group_reduce); lane 0 writes the row's Coef. Saved: the chunks hold sums only, and the
+// row's μ / r come from `mean` / `rstd`.
+template <NormKind K, bool Saved = false>
 __global__ void __launch_bounds__(256)
 bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks, std::int64_t n,
-                 float eps) {
+                 float eps, const float* mean, const float* rstd) {
   const std::int64_t r = blockIdx.x * 8 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   const bool live = r < rows;
   const float* st = states + 5 * (live ? r : 0) * chunks;
   Coef c{};
-  if constexpr (K == NormKind::layer) {
+  if constexpr (Saved) {
+    constexpr int N = K == NormKind::layer ? 2 : 1;
+    const SumsMonoid<N> m;
+    Sums<N> acc = m.identity();
+    for (int i = lane; live && i < chunks; i += 32) {
+      Sums<N> e;
+#pragma unroll
+      for (int j = 0; j < N; ++j) e.v[j] = st[5 * i + j];
+      acc = m.combine(acc, e);
+    }
+    const Sums<N> tot = group_reduce(acc, 32, m);
+    c.a = live ? rstd[r] : 0.f;
+    if constexpr (K == NormKind::layer) {
+      c.b = live ? mean[r] : 0.f;
+      c.c = tot.v[0] / float(n);
+      c.d = c.a * c.a * tot.v[1] / float(n);
+    } else {
+      c.b = c.a * c.a * c.a * tot.v[0] / float(n);
+    }
+  } else if constexpr (K == NormKind::layer) {
     const LnMonoid m;
     LnState acc = m.identity();
     for (int i = lane; live && i < chunks; i += 32)
@@ -934,7 +1021,8 @@ RegsVariant regs_variant_from_env() {
   return RegsVariant::smem;
 }
 
-template <class T, NormKind K, int W>
+// Saved: rms / layer with the forward's statistics (a.rstd, and a.mean for layer).
+template <class T, NormKind K, int W, bool Saved>
 void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device) {
   // Elements per thread: 16 with the row in registers (2 packs of x and dy in flight per thread;
   // 8 with 1024 threads capped registers at 64 and spilled), 8 in the long-row kernels.
@@ -947,14 +1035,14 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
   if (n <= kRegsThreads * SR * W) {
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
-    auto kernel = bwd_rows_regs<T, K, SR, W>;
+    auto kernel = bwd_rows_regs<T, K, SR, W, true, false, Saved>;
     std::size_t smem = 0;
     int cluster = 1;  // v6: the smem variant's blocks in clusters of kGradCluster
     if constexpr (kHasGrads<K>) {
       const RegsVariant v = regs_variant_from_env();
       if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
         if (v == RegsVariant::smem || v == RegsVariant::smem1) {
-          kernel = bwd_rows_regs<T, K, SR, W, true, true>;
+          kernel = bwd_rows_regs<T, K, SR, W, true, true, Saved>;
           smem = std::size_t(kSmemGradArrays<K>) * SR * W * threads * sizeof(float);
           static std::atomic<std::uint64_t> configured{0};  // > 48 KB: once per device
           const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
@@ -967,7 +1055,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
           if (v == RegsVariant::smem && grads) cluster = kGradCluster;
         }
         if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
-          if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false>;
+          if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false, false, Saved>;
       }
     }
     cudaLaunchConfig_t cfg{};
@@ -1024,11 +1112,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   float* part = reinterpret_cast<float*>(ws.get() + coef_bytes + state_bytes);
   float* part_w = a.dweight && grads ? part : nullptr;
   float* part_b = a.dbias && grads ? part + (a.dweight ? groups * n : 0) : nullptr;
-  bwd_stats_chunks<T, K, SS, W><<<unsigned(rows * stat_chunks), kChunkThreads, 0, stream>>>(
+  bwd_stats_chunks<T, K, SS, W, Saved><<<unsigned(rows * stat_chunks), kChunkThreads, 0, stream>>>(
       a, states, int(stat_chunks));
   check_cuda(cudaGetLastError(), kWhere);
-  bwd_stats_finish<K><<<unsigned(ceil_div(rows, 8)), 256, 0, stream>>>(states, coefs, rows,
-                                                                      int(stat_chunks), n, a.eps);
+  bwd_stats_finish<K, Saved><<<unsigned(ceil_div(rows, 8)), 256, 0, stream>>>(
+      states, coefs, rows, int(stat_chunks), n, a.eps, a.mean, a.rstd);
   check_cuda(cudaGetLastError(), kWhere);
   bwd_rows_coef<T, K, S, W><<<unsigned(groups * chunks), kChunkThreads, 0, stream>>>(
       a, coefs, part_w, part_b, int(chunks), per_group);
@@ -1044,8 +1132,16 @@ void launch_kind(const NormBackwardArgs& a, cudaStream_t stream, int device) {
   };
   const bool vec = a.x.n % W == 0 && rows_ok(a.x) && rows_ok(a.dy) && rows_ok(a.dx) &&
                    (!kHasGrads<K> || !a.weight || aligned16(a.weight));
-  if (vec) launch_backward<T, K, W>(a, stream, device);
-  else launch_backward<T, K, 1>(a, stream, device);
+  // Saved statistics: rms needs rstd, layer mean and rstd (validated together).
+  if constexpr (kHasGrads<K>) {
+    if (a.rstd) {
+      if (vec) launch_backward<T, K, W, true>(a, stream, device);
+      else launch_backward<T, K, 1, true>(a, stream, device);
+      return;
+    }
+  }
+  if (vec) launch_backward<T, K, W, false>(a, stream, device);
+  else launch_backward<T, K, 1, false>(a, stream, device);
 }
 
 template <class T>

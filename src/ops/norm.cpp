@@ -1,7 +1,9 @@
 // Validation of the norm ops (nothing is written when it fails), then the backend.
 #include "sixfold/ops/norm.hpp"
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "norm_entries.hpp"
 #include "rows.hpp"
@@ -44,9 +46,52 @@ void alias_or_disjoint(const char* where, const char* arg, const TensorView& out
   }
 }
 
+// One saved statistic (mean or rstd): absent, or f32, contiguous, one element per row of `x`,
+// on x's device. Returns its data (null when absent).
+float* stats_of(const char* where, const char* arg, const TensorView& t, const TensorView& x,
+                std::int64_t rows) {
+  if (absent(t)) return nullptr;
+  check::not_null(where, arg, t);
+  check::dtype(where, arg, t, DType::f32);
+  if (t.numel() != rows)
+    throw_argument_error(where, arg,
+                         std::to_string(rows) + " elements (one per row of 'x': shape [" +
+                             std::to_string(rows) + "] or x's leading dimensions)",
+                         "shape " + to_string(t.shape));
+  check::same_device(where, arg, t, "x", x);
+  check::contiguous(where, arg, t);
+  return static_cast<float*>(t.data);
+}
+
+// Validates `stats` of `kind` (rms: no mean) and that they overlap none of `others`
+// ((name, view) pairs; null or absent views skipped) nor each other.
+void check_stats(const char* where, NormKind kind, const NormStats& stats, const TensorView& x,
+                 std::int64_t rows, std::initializer_list<std::pair<const char*, const TensorView*>> others,
+                 const float*& mean, const float*& rstd) {
+  if (kind == NormKind::rms && !absent(stats.mean))
+    throw_argument_error(where, "mean", "absent (rms_norm keeps no mean)", "a tensor");
+  mean = stats_of(where, "mean", stats.mean, x, rows);
+  rstd = stats_of(where, "rstd", stats.rstd, x, rows);
+  for (auto [arg, t] : {std::pair{"mean", &stats.mean}, std::pair{"rstd", &stats.rstd}}) {
+    if (absent(*t) || rows == 0) continue;
+    for (auto [other, o] : others) {
+      if (!o || absent(*o) || o->numel() == 0) continue;
+      if (o->data == t->data)
+        throw_argument_error(where, arg, "memory apart from '" + std::string(other) + "'",
+                             "the same memory");
+      check::no_overlap(where, arg, *t, other, *o);
+    }
+  }
+  if (mean && rstd && rows > 0) {
+    if (mean == rstd) throw_argument_error(where, "rstd", "memory apart from 'mean'", "the same memory");
+    check::no_overlap(where, "rstd", stats.rstd, "mean", stats.mean);
+  }
+}
+
 void run(NormKind kind, const char* where, const TensorView& x, const TensorView& weight,
          const TensorView& bias, const TensorView& out, float eps, Stream stream,
-         const TensorView* residual = nullptr, const TensorView* sum_out = nullptr) {
+         const NormStats& stats, const TensorView* residual = nullptr,
+         const TensorView* sum_out = nullptr) {
   NormArgs a;
   a.kind = kind;
   a.x = rows_of(where, "x", x);
@@ -69,6 +114,13 @@ void run(NormKind kind, const char* where, const TensorView& x, const TensorView
   a.weight = absent(weight) ? nullptr : weight.data;
   a.bias = absent(bias) ? nullptr : bias.data;
   a.eps = eps;
+  const float *mean = nullptr, *rstd = nullptr;
+  check_stats(where, kind, stats, x, a.x.rows,
+              {{"x", &x}, {"out", &out}, {"residual", residual}, {"sum_out", sum_out},
+               {"weight", &weight}, {"bias", &bias}},
+              mean, rstd);
+  a.mean = const_cast<float*>(mean);
+  a.rstd = const_cast<float*>(rstd);
   if (a.x.rows == 0) return;
   if (x.device.kind == DeviceKind::cuda) detail::norm_cuda(a, x.device.index, stream);
   else detail::norm_cpu(a);
@@ -94,7 +146,8 @@ void check_grad(const char* where, const char* arg, const TensorView& g, const T
 
 void run_backward(NormKind kind, const char* where, const TensorView& dy, const TensorView& x,
                   const char* x_arg, const TensorView& weight, const TensorView& dx,
-                  const TensorView& dweight, const TensorView& dbias, float eps, Stream stream) {
+                  const TensorView& dweight, const TensorView& dbias, float eps, Stream stream,
+                  const NormStats& stats = {}) {
   NormBackwardArgs a;
   a.kind = kind;
   a.dy = rows_of(where, "dy", dy);
@@ -122,6 +175,12 @@ void run_backward(NormKind kind, const char* where, const TensorView& dy, const 
   a.dweight = absent(dweight) ? nullptr : dweight.data;
   a.dbias = absent(dbias) ? nullptr : dbias.data;
   a.eps = eps;
+  check_stats(where, kind, stats, x, a.x.rows,
+              {{"dx", &dx}, {"dweight", &dweight}, {"dbias", &dbias}}, a.mean, a.rstd);
+  if (kind == NormKind::layer && (a.mean == nullptr) != (a.rstd == nullptr))
+    throw_argument_error(where, a.mean ? "rstd" : "mean", "given together with '" +
+                             std::string(a.mean ? "mean" : "rstd") + "' (or both absent)",
+                         "absent");
   if (n == 0) return;
   if (x.device.kind == DeviceKind::cuda) detail::norm_backward_cuda(a, x.device.index, stream);
   else detail::norm_backward_cpu(a);
@@ -130,30 +189,32 @@ void run_backward(NormKind kind, const char* where, const TensorView& dy, const 
 }  // namespace
 
 void add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
-                  const TensorView& out, const TensorView& sum_out, NormParams p, Stream stream) {
+                  const TensorView& out, const TensorView& sum_out, NormParams p, Stream stream,
+                  const NormStats& stats_out) {
   run(NormKind::rms, "sixfold::add_rms_norm", x, weight, TensorView{}, out, p.eps, stream,
-      &residual, &sum_out);
+      stats_out, &residual, &sum_out);
 }
 
 void add_layer_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
                     const TensorView& bias, const TensorView& out, const TensorView& sum_out,
-                    NormParams p, Stream stream) {
-  run(NormKind::layer, "sixfold::add_layer_norm", x, weight, bias, out, p.eps, stream, &residual,
-      &sum_out);
+                    NormParams p, Stream stream, const NormStats& stats_out) {
+  run(NormKind::layer, "sixfold::add_layer_norm", x, weight, bias, out, p.eps, stream, stats_out,
+      &residual, &sum_out);
 }
 
 void rms_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
                        const TensorView& dx, const TensorView& dweight, NormParams p,
-                       Stream stream) {
+                       Stream stream, const NormStats& stats) {
   run_backward(NormKind::rms, "sixfold::rms_norm_backward", dy, x, "x", weight, dx, dweight,
-               TensorView{}, p.eps, stream);
+               TensorView{}, p.eps, stream, stats);
 }
 
 void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
                          const TensorView& dx, const TensorView& dweight,
-                         const TensorView& dbias, NormParams p, Stream stream) {
+                         const TensorView& dbias, NormParams p, Stream stream,
+                         const NormStats& stats) {
   run_backward(NormKind::layer, "sixfold::layer_norm_backward", dy, x, "x", weight, dx, dweight,
-               dbias, p.eps, stream);
+               dbias, p.eps, stream, stats);
 }
 
 void softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
@@ -169,22 +230,23 @@ void log_softmax_backward(const TensorView& dy, const TensorView& y, const Tenso
 }
 
 void rms_norm(const TensorView& x, const TensorView& weight, const TensorView& out,
-              NormParams p, Stream stream) {
-  run(NormKind::rms, "sixfold::rms_norm", x, weight, TensorView{}, out, p.eps, stream);
+              NormParams p, Stream stream, const NormStats& stats_out) {
+  run(NormKind::rms, "sixfold::rms_norm", x, weight, TensorView{}, out, p.eps, stream, stats_out);
 }
 
 void layer_norm(const TensorView& x, const TensorView& weight, const TensorView& bias,
-                const TensorView& out, NormParams p, Stream stream) {
-  run(NormKind::layer, "sixfold::layer_norm", x, weight, bias, out, p.eps, stream);
+                const TensorView& out, NormParams p, Stream stream, const NormStats& stats_out) {
+  run(NormKind::layer, "sixfold::layer_norm", x, weight, bias, out, p.eps, stream, stats_out);
 }
 
 void softmax(const TensorView& x, const TensorView& out, Stream stream) {
-  run(NormKind::softmax, "sixfold::softmax", x, TensorView{}, TensorView{}, out, 0.0f, stream);
+  run(NormKind::softmax, "sixfold::softmax", x, TensorView{}, TensorView{}, out, 0.0f, stream,
+      NormStats{});
 }
 
 void log_softmax(const TensorView& x, const TensorView& out, Stream stream) {
   run(NormKind::log_softmax, "sixfold::log_softmax", x, TensorView{}, TensorView{}, out, 0.0f,
-      stream);
+      stream, NormStats{});
 }
 
 }  // namespace sixfold

@@ -6,6 +6,8 @@
 //               dw = Σ_rows dy·x̂,  db = Σ_rows dy
 //     pass A (memory): Σx, Σg (layer) or Σx², Σg·x (rms);  pass B (cache, layer): Σ(x − μ)²,
 //     Σg·(x − μ);  pass C (cache): dx, and dw/db accumulated into the row group's partials.
+//     With the forward's saved statistics (a.mean / a.rstd): pass A alone gives Σg (layer) and
+//     Σg·(x − μ) (Σg·x for rms) about the saved μ, then pass C — no statistics of x.
 //   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy   (pass A, pass C)
 //
 // Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward).
@@ -51,6 +53,7 @@ struct Row {
   const void* x;   // x (rms/layer) or y (softmax kinds)
   const void* dy;
   void* dx;
+  std::int64_t r;  // row index (saved statistics)
 };
 
 // Pass C of rms/layer: dx = r·(g − mean(g) − (x − μ)·k), dw += dy·(x − μ)·r, db += dy (μ and
@@ -86,7 +89,21 @@ void norm_backward_row(const NormBackwardArgs& a, const Row& row, const float* w
   const void* dy = row.dy;
   const bool layer = a.kind == NormKind::layer;
   float mf = 0.f, rs = 0.f, k = 0.f, mean_g = 0.f;
-  if (layer) {
+  if (a.rstd) {  // saved statistics: one pass, Σg and Σg·(x − μ) (rms: μ = 0, Σg not needed)
+    rs = a.rstd[row.r];
+    mf = layer ? a.mean[row.r] : 0.f;
+    double s[2];
+    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
+      if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
+      vf16 xc = ld<T>(x, i, m);
+      if (layer) xc -= mf;
+      const vf16 g = ld<T>(dy, i, m) * ld<DType::f32>(w, i, m);
+      acc[0] += g;
+      acc[1] += g * xc;
+    }, next);
+    mean_g = float(s[0] / double(n));
+    k = float(s[1] / double(n)) * rs * rs;
+  } else if (layer) {
     double s[2];  // Σx, Σg
     row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
       if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
@@ -175,14 +192,14 @@ void norm_backward_rows(const NormBackwardArgs& a) {
     next.base[0] = static_cast<const char*>(a.x.data), next.stride[0] = a.x.row_stride * kElemBytes<T>;
     next.base[1] = static_cast<const char*>(a.dy.data), next.stride[1] = a.dy.row_stride * kElemBytes<T>;
     next.row_bytes = n * kElemBytes<T>;
-    next.per_row = n * (a.kind == NormKind::layer ? 3 : 2);
+    next.per_row = n * (a.kind == NormKind::layer && !a.rstd ? 3 : 2);
     next.start(std::min(rows, glo * per_group), std::min(rows, ghi * per_group));
     for (std::int64_t gi = glo; gi < ghi; ++gi) {
       float* dw = a.dweight ? pdw.data() + gi * n : nullptr;
       float* db = a.dbias ? pdb.data() + gi * n : nullptr;
       for (std::int64_t r = gi * per_group; r < std::min(rows, (gi + 1) * per_group); ++r) {
         const Row row{at<T>(a.x.data, r * a.x.row_stride), at<T>(a.dy.data, r * a.dy.row_stride),
-                      at<T>(a.dx.data, r * a.dx.row_stride)};
+                      at<T>(a.dx.data, r * a.dx.row_stride), r};
         if (norm) norm_backward_row<T>(a, row, w.data(), dw, db, nt, &next);
         else softmax_backward_row<T>(a, row, nt, &next);
       }

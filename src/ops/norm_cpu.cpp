@@ -9,7 +9,7 @@
 //           (softmax: kept in the row buffer up to 65536 elements), Σexp(x − max) (log), and
 //           for layer only when the shift was too far from the mean, Σ(x − μ)²;
 //   pass C (from cache → memory): the output, converted and written once (non-temporal stores
-//           for outputs of 8 MB and more).
+//           for outputs of 8 MB and more); the row's mean / rstd saved first where asked.
 //
 // Sums: f32 lanes over blocks of 1024 elements (≤ 64 adds per lane), blocks added in f64, so
 // 1M-element rows keep f32-level accuracy; the result depends on the row only (not on threads,
@@ -130,16 +130,25 @@ struct Ctx {
   const void* b;  // n biases (zeros when absent), layer: the same type
   float eps;
   bool nt;
+  float* mean = nullptr;  // saved statistics (rows), when asked
+  float* rstd = nullptr;
+  // Row r's statistics as the rewrite uses them.
+  void save(std::int64_t r, float mf, float rs) const {
+    if (mean) mean[r] = mf;
+    if (rstd) rstd[r] = rs;
+  }
 };
 
 // rms / layer norm of one row whose values are at src (element type S: the input row, or the
 // f32 buffer of s = x + residual).
 template <DType T, DType S, DType W, bool FromMemory>
-void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next) {
+void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next,
+              std::int64_t row) {
   const void* w = c.w;
   if (kind == NormKind::rms) {
     const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
+    c.save(row, 0.f, rs);
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<W>(w, i, m); }, next);
   } else {
     // One pass from memory: Σ(x − K) and Σ(x − K)² about K = the mean of the first (up to) 64
@@ -156,6 +165,7 @@ void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int6
     if (!(d * d <= var))  // also NaN / inf rows: the exact pass propagates them as before
       var = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr) / double(n);
     const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
+    c.save(row, mf, rs);
     const void* b = c.b;
     write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) {
       return (ld<S>(src, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(b, i, m);
@@ -234,9 +244,9 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
       if (add) {
         add_pass<T>(x, at<T>(a.residual.data, r * a.residual.row_stride),
                     at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf.data(), n, c.nt, &next);
-        norm_row<T, DType::f32, W, false>(a.kind, c, buf.data(), y, n, &next);
+        norm_row<T, DType::f32, W, false>(a.kind, c, buf.data(), y, n, &next, r);
       } else if (norm) {
-        norm_row<T, T, W, true>(a.kind, c, x, y, n, &next);
+        norm_row<T, T, W, true>(a.kind, c, x, y, n, &next, r);
       } else {
         softmax_row<T>(a.kind, c, x, y, buf.data(), n, &next);
       }
@@ -286,6 +296,7 @@ void split_rows(const NormArgs& a, const Ctx& c) {
         row_sum<T, true>(x, len, 0.0f, [](vf16 v) { return v * v; }, &next, q1);
 #pragma omp barrier
         const float rs = float(1.0 / std::sqrt(total(p1[par]) / double(n) + double(c.eps)));
+        if (t == 0) c.save(r, 0.f, rs);
         write_row<T>(y, len, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) * rs * ld<W>(w, i, m); }, &next);
       } else if (a.kind == NormKind::layer) {
         const std::int64_t nk = std::min<std::int64_t>(n, 64);
@@ -304,6 +315,7 @@ void split_rows(const NormArgs& a, const Ctx& c) {
 #pragma omp barrier
         }
         const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
+        if (t == 0) c.save(r, mf, rs);
         write_row<T>(y, len, c.nt, [=](std::int64_t i, int m) {
           return (ld<T>(x, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(bias, i, m);
         }, &next);
@@ -349,7 +361,7 @@ void norm_rows(const NormArgs& a) {
     const void* b = a.bias;
     if (!w) ones.assign(std::size_t(n), T == DType::bf16 ? 0x3f80 : 0x3c00), w = ones.data();
     if (!b) zeros.assign(std::size_t(n), 0), b = zeros.data();
-    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt});
+    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt, a.mean, a.rstd});
   }
   std::vector<float> w, b;
   if (norm) {
@@ -360,7 +372,7 @@ void norm_rows(const NormArgs& a) {
       if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
     }
   }
-  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt});
+  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt, a.mean, a.rstd});
 }
 
 }  // namespace

@@ -56,6 +56,29 @@ inline std::vector<double> norm(NormKind kind, const std::vector<double>& x, std
   return y;
 }
 
+// The row statistics rms / layer norm save (NormStats): mean (layer; 0 for rms) and
+// rstd = 1/sqrt(var + eps) (rms: var = mean(x²)) of each row.
+struct RowStats {
+  std::vector<double> mean, rstd;  // rows each
+};
+
+inline RowStats norm_stats(NormKind kind, const std::vector<double>& x, std::int64_t rows,
+                           std::int64_t n, double eps) {
+  RowStats st{std::vector<double>(std::size_t(rows), 0.0), std::vector<double>(std::size_t(rows))};
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data() + r * n;
+    double mean = 0, ss = 0;
+    if (kind == NormKind::layer) {
+      for (std::int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= double(n);
+    }
+    for (std::int64_t i = 0; i < n; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+    st.mean[std::size_t(r)] = mean;
+    st.rstd[std::size_t(r)] = 1.0 / std::sqrt(ss / double(n) + eps);
+  }
+  return st;
+}
+
 // The residual add of add_rms_norm / add_layer_norm: s = x + residual (the caller rounds s to
 // the dtype before normalizing it, as the kernels do).
 inline std::vector<double> add(const std::vector<double>& x, const std::vector<double>& r) {

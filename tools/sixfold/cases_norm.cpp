@@ -5,7 +5,9 @@
 // (any subset; default all) picks the families that are registered, SIXFOLD_NORM_SHAPES
 // (e.g. 4096x4096,65536x1024; default all) the shapes; SIXFOLD_NORM_SKIP_NAIVE=1 leaves out the
 // float64 naive rows of the residual-add and backward cases (their outputs are still checked
-// against the float64 reference).
+// against the float64 reference). The rms / layer backward rows take the forward's saved row
+// statistics (mean / rstd, as torch's backward does); a second row, "(recompute stats)", times
+// the path that recomputes them from x.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -219,7 +221,8 @@ std::unique_ptr<Case> make_add_case(NormKind kind, Shape2 sh, Backend backend) {
   return c;
 }
 
-// Backward: reads x (softmax: y) and dy, writes dx (and dweight/dbias, n elements each).
+// Backward: reads x (softmax: y) and dy, writes dx (and dweight/dbias, n elements each); rms /
+// layer also read the saved statistics (4 or 8 bytes per row, not counted in the floor).
 std::unique_ptr<Case> make_backward_case(NormKind kind, Shape2 sh, Backend backend) {
   const Device dev = backend == Backend::cuda ? Device::cuda(0) : Device::cpu();
   const std::int64_t numel = sh.rows * sh.n;
@@ -279,19 +282,43 @@ std::unique_ptr<Case> make_backward_case(NormKind kind, Shape2 sh, Backend backe
   const TensorView tw = TensorView::contiguous(w.get(), DType::bf16, {sh.n}, dev);
   const TensorView tdw = TensorView::contiguous(dw.get(), DType::bf16, {sh.n}, dev);
   const TensorView tdb = TensorView::contiguous(db.get(), DType::bf16, {sh.n}, dev);
-  c->impls.push_back({std::string("sixfold::") + kind_name(kind) + "_backward", ImplKind::sixfold, false,
-                      [=, keep = std::vector{w, dw, db}](int s) {
-                        (void)keep;
-                        const TensorView x = view(xs[std::size_t(s)].get()), d = view(ds[std::size_t(s)].get());
-                        const TensorView g = view(dx.get());
-                        if (kind == NormKind::rms) rms_norm_backward(d, x, tw, g, tdw, {eps});
-                        else if (kind == NormKind::layer) layer_norm_backward(d, x, tw, g, tdw, tdb, {eps});
-                        else softmax_backward(d, x, g);
-                      },
-                      [=] {
-                        return err(fetch(dev, dx, numel), grads >= 1 ? fetch(dev, dw, sh.n) : std::vector<double>{},
-                                   grads >= 2 ? fetch(dev, db, sh.n) : std::vector<double>{});
-                      }});
+  // The saved statistics of each slot, written by sixfold's forward of that slot's x (its
+  // output goes to dx, which every timed call overwrites).
+  std::vector<NormStats> stats(std::size_t(c->slots));
+  std::vector<std::shared_ptr<void>> stat_bufs;
+  if (norm)
+    for (int s = 0; s < c->slots; ++s) {
+      auto f32_rows = [&] {
+        stat_bufs.push_back(allocate(dev, sh.rows * 4));
+        return TensorView::contiguous(stat_bufs.back().get(), DType::f32, {sh.rows}, dev);
+      };
+      NormStats& st = stats[std::size_t(s)];
+      st.rstd = f32_rows();
+      if (kind == NormKind::layer) st.mean = f32_rows();
+      const TensorView x = view(xs[std::size_t(s)].get()), y = view(dx.get());
+      if (kind == NormKind::rms) rms_norm(x, tw, y, {eps}, {}, st);
+      else layer_norm(x, tw, TensorView{}, y, {eps}, {}, st);
+    }
+  auto check = [=] {
+    return err(fetch(dev, dx, numel), grads >= 1 ? fetch(dev, dw, sh.n) : std::vector<double>{},
+               grads >= 2 ? fetch(dev, db, sh.n) : std::vector<double>{});
+  };
+  for (bool saved : {true, false}) {
+    if (!norm && !saved) break;
+    std::string name = std::string("sixfold::") + kind_name(kind) + "_backward";
+    if (norm && !saved) name += " (recompute stats)";
+    c->impls.push_back({name, ImplKind::sixfold, false,
+                        [=, keep = std::vector{w, dw, db}, keep_stats = stat_bufs](int s) {
+                          (void)keep, (void)keep_stats;
+                          const TensorView x = view(xs[std::size_t(s)].get()), d = view(ds[std::size_t(s)].get());
+                          const TensorView g = view(dx.get());
+                          const NormStats st = saved ? stats[std::size_t(s)] : NormStats{};
+                          if (kind == NormKind::rms) rms_norm_backward(d, x, tw, g, tdw, {eps}, {}, st);
+                          else if (kind == NormKind::layer) layer_norm_backward(d, x, tw, g, tdw, tdb, {eps}, {}, st);
+                          else softmax_backward(d, x, g);
+                        },
+                        check});
+  }
   return c;
 }
 

@@ -15,7 +15,19 @@
 //                (the pre-norm transformer block). s is rounded to the dtype before it is
 //                normalized, so y == rms_norm(s) of the stored s.
 //
-// Backward (one read of each input row, one write of dx; statistics recomputed from x):
+// Saved row statistics (NormStats, optional, as torch's native_layer_norm returns and takes
+// them): the forward of layer_norm / add_layer_norm can also write mean = μ and
+// rstd = 1/sqrt(var + eps) per row, rms_norm / add_rms_norm rstd = 1/sqrt(mean(x²) + eps) — the
+// f32 values the normalization itself used (add_*: those of s). The backward given them skips
+// the statistics pass: one reduction per row (Σg·x̂ for rms; Σg and Σg·x̂ together for layer)
+// instead of recomputing μ and r from x (two reductions and barriers per row for layer), and
+// params.eps is not used. Each is an f32 tensor with one element per row of x (shape [R], x's
+// leading dimensions, or those and a trailing 1), contiguous, on x's device; an empty
+// TensorView means not written / not given. rms has no mean (it must be absent); the layer
+// backward takes both or neither.
+//
+// Backward (one read of each input row, one write of dx; statistics recomputed from x unless
+// given):
 //   rms_norm:    x̂ = x·r, r = 1/sqrt(mean(x²)+eps), g = dy·w
 //                dx = r·(g − x̂·mean(g·x̂)),   dw = Σ_rows dy·x̂
 //   layer_norm:  x̂ = (x−μ)·r, dx = r·(g − mean(g) − x̂·mean(g·x̂)),  dw = Σ dy·x̂,  db = Σ dy
@@ -49,10 +61,17 @@ struct NormParams {
   float eps = 1e-6f;
 };
 
+// Per-row statistics of rms / layer norm: written by the forward, read by the backward.
+struct NormStats {
+  TensorView mean;  // (rows) f32, layer only
+  TensorView rstd;  // (rows) f32
+};
+
 void rms_norm(const TensorView& x, const TensorView& weight, const TensorView& out,
-              NormParams params = {}, Stream stream = {});
+              NormParams params = {}, Stream stream = {}, const NormStats& stats_out = {});
 void layer_norm(const TensorView& x, const TensorView& weight, const TensorView& bias,
-                const TensorView& out, NormParams params = {}, Stream stream = {});
+                const TensorView& out, NormParams params = {}, Stream stream = {},
+                const NormStats& stats_out = {});
 void softmax(const TensorView& x, const TensorView& out, Stream stream = {});
 void log_softmax(const TensorView& x, const TensorView& out, Stream stream = {});
 
@@ -62,10 +81,10 @@ void log_softmax(const TensorView& x, const TensorView& out, Stream stream = {})
 // sum_out must not overlap each other.
 void add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
                   const TensorView& out, const TensorView& sum_out, NormParams params = {},
-                  Stream stream = {});
+                  Stream stream = {}, const NormStats& stats_out = {});
 void add_layer_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
                     const TensorView& bias, const TensorView& out, const TensorView& sum_out,
-                    NormParams params = {}, Stream stream = {});
+                    NormParams params = {}, Stream stream = {}, const NormStats& stats_out = {});
 
 // Backward passes. dy and x (or y) have the same shape and dtype; dx is written with that shape
 // (it may alias dy or x exactly). dweight / dbias: (n), the dtype of x or f32, optional (absent:
@@ -74,12 +93,14 @@ void add_layer_norm(const TensorView& x, const TensorView& residual, const Tenso
 // than 8192 elements) from sixfold's own memory pool on the device, created on first use and
 // keeping its memory for later calls; the first call on a device creates that pool, so make it
 // outside CUDA-graph capture.
+// stats: the forward's saved statistics (NormStats above), or empty to recompute them from x.
 void rms_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
                        const TensorView& dx, const TensorView& dweight, NormParams params = {},
-                       Stream stream = {});
+                       Stream stream = {}, const NormStats& stats = {});
 void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
                          const TensorView& dx, const TensorView& dweight,
-                         const TensorView& dbias, NormParams params = {}, Stream stream = {});
+                         const TensorView& dbias, NormParams params = {}, Stream stream = {},
+                         const NormStats& stats = {});
 void softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
                       Stream stream = {});
 void log_softmax_backward(const TensorView& dy, const TensorView& y, const TensorView& dx,
@@ -97,6 +118,9 @@ struct NormArgs {
   // Fused residual add (data == nullptr when absent): x + residual is written to sum_out and
   // normalized.
   RowsView residual, sum_out;
+  // Saved statistics to write (rms / layer; null when not asked): (rows) f32 each.
+  float* mean = nullptr;  // layer only
+  float* rstd = nullptr;
 };
 
 // One backward call. x holds the forward input (rms, layer) or the forward output y (softmax
@@ -109,6 +133,9 @@ struct NormBackwardArgs {
   void* dweight = nullptr;       // (n) or null
   void* dbias = nullptr;         // (n) or null
   float eps = 1e-6f;
+  // The forward's statistics (rms: rstd; layer: mean and rstd), (rows) f32, or null: recomputed.
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
 };
 
 }  // namespace sixfold
