@@ -25,10 +25,14 @@
 // Other long rows (f64 keys, longer rows, larger k; v3, run_single_rows): the sample, one
 // filtering pass, the host reads the chosen path (one synchronization) and launches digit passes
 // over the candidates, then CUB sorts the k winners.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "topk_common.cuh"
@@ -556,6 +560,10 @@ __global__ void __launch_bounds__(kTieThreads) select_ordered(RowArgs<T, Key> a,
 namespace lr {
 
 constexpr int kSample = 65536, kSampleThreads = 1024;
+// The sample reads runs of kSampleSector contiguous keys (one 32-byte sector) spread evenly over
+// the row: sector by sector, 65536 keys scattered one per sector kept the DRAM busy opening
+// rows (trace: 262144 keys took ~10 µs to arrive, 65536 ~3.5 µs).
+constexpr int kSampleSector = 8;
 constexpr int kThreads = 512;
 constexpr std::int64_t kSeg = 16384;
 constexpr int kBins = 65536, kChunkBins = 256, kChunks = kBins / kChunkBins;
@@ -586,7 +594,41 @@ struct Args {
   u32* chist;      // (3 * 4096) path C's digit histograms
   T* values;
   std::int64_t* indices;
+  u64* trace;  // dev hook SIXFOLD_TOPK_TRACE: phase timestamps (nullptr: off)
 };
+
+// Dev hook SIXFOLD_TOPK_TRACE=1: %globaltimer (ns) at the phase boundaries of each long-row
+// call, read back after the call (one synchronization per row; calls under graph capture are not
+// traced); medians printed to stderr at exit. "first" slots take the earliest block, the others
+// the latest.
+enum TraceSlot {
+  kSampleStart, kSampleLoaded, kSampleBarrier, kSampleEnd, kFilterFirst, kFilterLast, kFilterWait,
+  kFilterEndFirst, kFilterEnd, kTailFirst, kTailLast, kTailHist, kTailOffsets, kTailScatter, kTailEnd,
+  kTraceSlots
+};
+constexpr u32 kTraceFirstMask = (1u << kSampleStart) | (1u << kSampleBarrier) | (1u << kFilterFirst) |
+                                (1u << kFilterWait) | (1u << kFilterEndFirst) | (1u << kTailFirst) |
+                                (1u << kTailHist) | (1u << kTailOffsets) | (1u << kTailScatter);
+constexpr int kTraceBlocks = 1024;  // per-block records after the slots: filter (start, end, SM), sample SM
+constexpr int kTraceWords = kTraceSlots + 4 * kTraceBlocks;
+__device__ __forceinline__ u64 trace_now() {
+  u64 now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+__device__ __forceinline__ void trace_at(u64* tr, int slot) {
+  if (!tr || threadIdx.x != 0) return;
+  const u64 now = trace_now();
+  if ((kTraceFirstMask >> slot) & 1u) atomicMin(reinterpret_cast<unsigned long long*>(tr + slot), now);
+  else atomicMax(reinterpret_cast<unsigned long long*>(tr + slot), now);
+}
+// word: 0 filter block start, 1 its end, 2 its SM, 3 the SM of sample block blockIdx.x (+ 1)
+__device__ __forceinline__ void trace_block(u64* tr, int word) {
+  if (!tr || threadIdx.x != 0 || blockIdx.x >= kTraceBlocks) return;
+  u32 sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  tr[kTraceSlots + word * kTraceBlocks + blockIdx.x] = word == 2 || word == 3 ? u64(sm) + 1 : trace_now();
+}
 
 __device__ __forceinline__ u64 comp(u32 key, u64 i) { return (u64(key) << 32) | u64(0xffffffffu - u32(i)); }
 __device__ __forceinline__ u32 comp_index(u64 c) { return 0xffffffffu - u32(c); }
@@ -622,7 +664,7 @@ __device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
 // last block picks thr = the least sampled key of the 24-bit bin where the count from the top
 // reaches want (a real key, so ties at thr are caught).
 template <class T, int P>
-__global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want) {
+__global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count, u32 want, u64 stride) {
   constexpr int kDigit = 12, kBinsS = 1 << kDigit, kPer = kBinsS / kSampleThreads;
   using Scan = cub::BlockScan<u32, kSampleThreads>;
   __shared__ typename Scan::TempStorage scan;
@@ -630,6 +672,8 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   __shared__ u32 s_bucket, s_above;
   __shared__ bool last;
   const int t = threadIdx.x;
+  trace_at(a.trace, kSampleStart);
+  trace_block(a.trace, 3);
   // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
@@ -640,7 +684,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   for (int p = 0; p < P; ++p) {
     const u32 s = (u32(p) * gridDim.x + blockIdx.x) * kSampleThreads + t;
     valid[p] = s < count;
-    key[p] = valid[p] ? order_key(a.x[u64(s) * a.n / count]) ^ a.flip : 0u;
+    key[p] = valid[p] ? order_key(a.x[u64(s / kSampleSector) * stride + s % kSampleSector]) ^ a.flip : 0u;
   }
   u32 prefix = 0, rem = want, passed = 0;
   for (int round = 0; round < 2; ++round) {
@@ -656,6 +700,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
         if (round == 1) atomicMax(&mx[d], ~key[p]);
       }
     __syncthreads();
+    if (round == 0) trace_at(a.trace, kSampleLoaded);
     for (int i = t; i < kBinsS; i += kSampleThreads)
       if (h[i]) {
         atomicAdd(&gh[i], h[i]);
@@ -663,6 +708,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
       }
     if (round == 0) {
       grid_barrier(&a.head->sample_barrier, passed);
+      trace_at(a.trace, kSampleBarrier);
     } else {  // the last block to finish picks thr
       __threadfence();
       __syncthreads();
@@ -693,6 +739,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
     rem -= s_above;
     __syncthreads();
   }
+  trace_at(a.trace, kSampleEnd);
 }
 
 // f(key, index, valid) for every element of the row, grid-stride, 16-byte loads, four per lane
@@ -794,6 +841,7 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
   for (int i = t; i < kChunks; i += kThreads)
     if (sm.chunk[i]) atomicAdd(&a.chunkhist[i], sm.chunk[i]);
   grid_barrier(&a.head->barrier, passed);
+  trace_at(a.trace, kTailHist);
   // Elements in chunks above each chunk (every block), then the bins of this block's chunks.
   {
     const u64 cs = t < kChunks ? __ldcg(&a.chunkhist[kChunks - 1 - t]) : 0;
@@ -818,6 +866,7 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     __syncthreads();
   }
   grid_barrier(&a.head->barrier, passed);
+  trace_at(a.trace, kTailOffsets);
   for (u64 i = gtid; i < m; i += gthreads) {
     const u64 c = __ldcg(src + i);
     const u32 d = digit(c);
@@ -828,6 +877,7 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     __stcg(&a.tmp[off + left - 1], c);
   }
   grid_barrier(&a.head->barrier, passed);
+  trace_at(a.trace, kTailScatter);
   // Bins of more than kRankBin: one block each.
   const u32 nbig = __ldcg(&a.head->big_count);
   for (u32 b = blockIdx.x; b < nbig; b += gridDim.x) {
@@ -996,6 +1046,10 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
   const u32 lane = t & 31;
   u64* buf = wbuf[t >> 5];
   const u64 gtid = u64(blockIdx.x) * kFilterThreads + t, gthreads = u64(gridDim.x) * kFilterThreads;
+  trace_at(a.trace, kFilterFirst);
+  trace_at(a.trace, kFilterLast);
+  trace_block(a.trace, 0);
+  trace_block(a.trace, 2);
   for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;  // for lr_tail
   for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[i] = 0;
   for (u64 i = gtid; i < 3 * 4096; i += gthreads) a.chist[i] = 0;
@@ -1010,6 +1064,7 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
   }
   asm volatile("griddepcontrol.wait;" ::: "memory");  // lr_sample's threshold and zeroed counts
+  trace_at(a.trace, kFilterWait);
   const u32 thr = __ldcg(&a.head->thr);
   const Probe probe(thr, a.flip);
   u32 wc = 0;  // entries in this warp's buffer (the same in every lane)
@@ -1098,6 +1153,10 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     if (ok && key == thr) atomicAdd(&a.seg_eq[seg_of(a, i)], 1u);
   }
   flush(wc);
+  __syncthreads();
+  trace_at(a.trace, kFilterEndFirst);
+  trace_at(a.trace, kFilterEnd);
+  trace_block(a.trace, 1);
 }
 
 // Everything after the filter, decided on the device (see above). Cooperative launch.
@@ -1105,12 +1164,16 @@ template <class T>
 __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
   __shared__ Smem sm;
   const int t = threadIdx.x;
+  trace_at(a.trace, kTailFirst);
+  trace_at(a.trace, kTailLast);
   u32 passed = 0;
   const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
   const u64 g = __ldcg(&a.head->cand_count), k = a.k;
   const u32 thr = __ldcg(&a.head->thr);
   if (g >= k && g <= a.cap) {  // A
     lr_sort_top(a, sm, a.cand, g, k, ~__ldcg(&a.head->cand_nlo), __ldcg(&a.head->cand_hi), passed);
+    __syncthreads();
+    trace_at(a.trace, kTailEnd);
     return;
   }
   // Ties at thr, over all segments (every block).
@@ -1258,6 +1321,89 @@ void lr_grids(int device, int& filter, int& tail) {
   cached[slot][1].store(tail, std::memory_order_relaxed);
 }
 
+
+// SIXFOLD_TOPK_TRACE=1 (dev hook): the device buffer of the phase timestamps (allocated on first use).
+inline u64* lr_trace_buffer() {
+  static u64* buf = [] {
+    u64* b = nullptr;
+    check_cuda(cudaMalloc(&b, lr::kTraceWords * sizeof(u64)), kWhere);
+    return b;
+  }();
+  return buf;
+}
+
+// Phase times of traced calls, µs from the first sample block's start (from the first filter
+// block's where there is no sample), by (n, k); medians to stderr at exit.
+struct LrTraceLog {
+  std::map<std::pair<u64, u64>, std::vector<std::vector<double>>> calls;
+  std::map<std::pair<u64, u64>, std::vector<double>> late_sample, late_other;  // filter end − wait, µs
+  std::map<std::pair<u64, u64>, std::vector<double>> spread;                   // percentiles of the ends
+  void add(u64 n, u64 k, const u64* t, u64 cand, unsigned blocks) {
+    // Per filter block: its end after the wait, split by whether its SM also ran a sample block.
+    const u64* fs = t + lr::kTraceSlots;
+    const u64* fe = fs + lr::kTraceBlocks;
+    const u64* fsm = fe + lr::kTraceBlocks;
+    const u64* ssm = fsm + lr::kTraceBlocks;
+    bool sampled[1024] = {};
+    for (int b = 0; b < lr::kTraceBlocks; ++b)
+      if (ssm[b]) sampled[(ssm[b] - 1) & 1023] = true;
+    const u64 wait = t[lr::kFilterWait];
+    std::vector<double> ends;
+    for (unsigned b = 0; b < blocks && b < unsigned(lr::kTraceBlocks); ++b) {
+      if (!fe[b] || wait == ~0ull) continue;
+      const double e = double(std::int64_t(fe[b] - wait)) * 1e-3;
+      ends.push_back(e);
+      (sampled[(fsm[b] - 1) & 1023] ? late_sample : late_other)[{n, k}].push_back(e);
+    }
+    if (!ends.empty()) {
+      std::sort(ends.begin(), ends.end());
+      auto& sp = spread[{n, k}];
+      for (double q : {0.0, 0.1, 0.5, 0.9, 1.0}) sp.push_back(ends[std::size_t(q * double(ends.size() - 1))]);
+    }
+    using namespace lr;
+    const u64 none = ~0ull;
+    const u64 base = t[kSampleStart] != none ? t[kSampleStart] : t[kFilterFirst];
+    std::vector<double> v(kTraceSlots + 1, -1.0);
+    for (int i = 0; i < kTraceSlots; ++i)
+      if (t[i] != none && t[i] != 0) v[i] = double(std::int64_t(t[i] - base)) * 1e-3;
+    v[kTraceSlots] = double(cand);
+    calls[{n, k}].push_back(std::move(v));
+  }
+  ~LrTraceLog() {
+    static const char* names[] = {"sample start", "sample loaded+hist0", "sample barrier", "sample end (thr)",
+                                  "filter first block", "filter last block", "filter past wait",
+                                  "filter first done", "filter last done", "tail first block", "tail last block",
+                                  "tail hist barrier", "tail offsets barrier", "tail scatter barrier", "tail end",
+                                  "candidates"};
+    for (auto& [key, rows] : calls) {
+      std::fprintf(stderr, "topk trace n=%llu k=%llu (%zu calls, medians, us from the sample's start)\n",
+                   (unsigned long long)key.first, (unsigned long long)key.second, rows.size());
+      for (int i = 0; i <= lr::kTraceSlots; ++i) {
+        std::vector<double> col;
+        for (auto& r : rows)
+          if (r[i] >= 0) col.push_back(r[i]);
+        if (col.empty()) continue;
+        std::nth_element(col.begin(), col.begin() + col.size() / 2, col.end());
+        std::fprintf(stderr, "  %-22s %10.2f\n", names[i], col[col.size() / 2]);
+      }
+      auto med = [](std::vector<double> v) {
+        if (v.empty()) return -1.0;
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+      };
+      std::fprintf(stderr, "  filter block ends after the wait, median over blocks and calls: SM with a sample block %.2f, "
+                   "others %.2f\n", med(late_sample[key]), med(late_other[key]));
+      auto& sp = spread[key];
+      for (int q = 0; q < 5; ++q) {
+        std::vector<double> col;
+        for (std::size_t c = q; c < sp.size(); c += 5) col.push_back(sp[c]);
+        std::fprintf(stderr, "  filter block ends, percentile %s of blocks (median over calls): %.2f\n",
+                     (const char*[]){"0", "10", "50", "90", "100"}[q], med(col));
+      }
+    }
+  }
+};
+
 template <class T>
 void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   using namespace lr;
@@ -1276,7 +1422,11 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     want = u32(std::clamp(std::ceil(lr_margin() * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(count)));
   }
   const u64 per = (n + count - 1) / count;
-  const u64 cap = std::min<u64>(n, std::max<u64>(2 * k + 65536, 4 * u64(want) * per + k));
+  // Run r of the sample starts at r · stride (the whole row, in order, when count = n).
+  const u64 stride = count < n ? n / (count / kSampleSector) / kSampleSector * kSampleSector : kSampleSector;
+  // Room for 4× the expected candidates, and for sorted rows, where thr falls inside a run
+  // and everything up to the next run's start is above it (2 strides).
+  const u64 cap = std::min<u64>(n, std::max<u64>(2 * k + 65536, 4 * u64(want) * per + k + 2 * stride));
   const u64 max_segs = n / u64(kSeg) + 2;
   Args<T> r{};
   Carve c;
@@ -1300,6 +1450,13 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   r.k = k;
   r.cap = cap;
   r.flip = a.largest ? 0u : 0xffffffffu;
+  static const bool tracing = [] {
+    const char* e = std::getenv("SIXFOLD_TOPK_TRACE");
+    return e && *e && *e != '0';
+  }();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (tracing) check_cuda(cudaStreamIsCapturing(stream, &capture), kWhere);
+  r.trace = tracing && capture == cudaStreamCaptureStatusNone ? lr_trace_buffer() : nullptr;
   constexpr int W = Vec<T>::kWidth;
   for (std::int64_t row = 0; row < a.x.rows; ++row) {
     r.x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;
@@ -1321,19 +1478,34 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     // no candidates in the bench data).
     const int stop = topk_dev_stop();
     check_cuda(cudaMemsetAsync(r.head, stop == 6 ? 0xfe : 0, sizeof(Head), stream), kWhere);
+    if (r.trace) {
+      static u64 init[kTraceWords];
+      for (int i = 0; i < kTraceWords; ++i) init[i] = i < kTraceSlots && (kTraceFirstMask >> i) & 1u ? ~0ull : 0;
+      check_cuda(cudaMemcpyAsync(r.trace, init, sizeof init, cudaMemcpyHostToDevice, stream), kWhere);
+    }
     if (stop != 6) {
       cfg.gridDim = dim3(unsigned((count + kSampleThreads * per_thread - 1) / (kSampleThreads * per_thread)));
       cfg.blockDim = dim3(kSampleThreads);
-      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : lr_sample<T, 1>, r, count, want), kWhere);
-      if (stop == 1) continue;
+      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : lr_sample<T, 1>, r, count, want, stride), kWhere);
     }
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
-    parallel::cuda::launch_dependent(lr_filter_kernel<T>(), dim3(unsigned(grid_filter)), dim3(kFilterThreads), 0,
-                                     stream, true, kWhere, r);
-    if (stop == 2 || stop == 6) continue;
-    cfg.gridDim = dim3(unsigned(grid_tail));
-    cfg.blockDim = dim3(kThreads);
-    check_cuda(cudaLaunchKernelEx(&cfg, lr_tail<T>, r), kWhere);
+    if (stop != 1)
+      parallel::cuda::launch_dependent(lr_filter_kernel<T>(), dim3(unsigned(grid_filter)), dim3(kFilterThreads), 0,
+                                       stream, true, kWhere, r);
+    if (stop != 1 && stop != 2 && stop != 6) {
+      cfg.gridDim = dim3(unsigned(grid_tail));
+      cfg.blockDim = dim3(kThreads);
+      check_cuda(cudaLaunchKernelEx(&cfg, lr_tail<T>, r), kWhere);
+    }
+    if (r.trace) {
+      static u64 t[kTraceWords];
+      u64 cand = 0;
+      check_cuda(cudaMemcpyAsync(t, r.trace, sizeof t, cudaMemcpyDeviceToHost, stream), kWhere);
+      check_cuda(cudaMemcpyAsync(&cand, &r.head->cand_count, sizeof cand, cudaMemcpyDeviceToHost, stream), kWhere);
+      check_cuda(cudaStreamSynchronize(stream), kWhere);
+      static LrTraceLog log;
+      log.add(n, k, t, cand, unsigned(grid_filter));
+    }
   }
 }
 
