@@ -351,12 +351,12 @@ __device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, in
 }
 
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
-// op-reduction of value over those threads (pass 0 or 1: which shared slots). mean_out /
-// rstd_out: where this thread saves the row's statistics (null: not asked, or another thread).
-template <class T, NormKind K, int S, int W, bool kAdd, class Red>
+// op-reduction of value over those threads (pass 0 or 1: which shared slots). kStats: the
+// thread with `saver` set writes the row's statistics (a.mean / a.rstd where set) at `row`.
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
                                           T* y, int t, int p, bool live, Red&& red,
-                                          float* mean_out, float* rstd_out) {
+                                          std::int64_t row, bool saver) {
   Pack<T, W> r[S];
   bool ok[S];
   const int n = int(a.x.n);
@@ -369,7 +369,8 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
   if constexpr (K == NormKind::rms) {
     const float ss = red(tile_fold(r, ok, false, [](float v) { return v * v; }), AddOp{}, 0);
     const float rs = 1.0f / sqrtf(ss / float(n) + a.eps);
-    if (rstd_out) *rstd_out = rs;
+    if constexpr (kStats)
+      if (saver && a.rstd) a.rstd[row] = rs;
     const T* no_bias = nullptr;
     rewrite_affine<W>(w, no_bias, t, p, ok, [&](int s, const float (&wv)[W], const float (&)[W]) {
       float v[W], o[W];
@@ -384,8 +385,10 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     const float m2 = red(tile_fold(r, ok, true, [&](float v) { return (v - mean) * (v - mean); }),
                          AddOp{}, 1);
     const float rs = 1.0f / sqrtf(m2 / float(n) + a.eps);
-    if (mean_out) *mean_out = mean;
-    if (rstd_out) *rstd_out = rs;
+    if constexpr (kStats) {
+      if (saver && a.mean) a.mean[row] = mean;
+      if (saver && a.rstd) a.rstd[row] = rs;
+    }
     rewrite_affine<W>(w, b, t, p, ok, [&](int s, const float (&wv)[W], const float (&bv)[W]) {
       float v[W], o[W];
       opaque(r[s]).unpack(v);
@@ -471,7 +474,8 @@ __device__ __forceinline__ T* sum_row(const NormArgs& a, std::int64_t r) {
 }
 
 // One row per aligned group of g = 2^log2_g lanes; n ≤ g·S·W. No shared memory, no barriers.
-template <class T, NormKind K, int S, int W, bool kAdd>
+// kStats (rms / layer, a.mean or a.rstd set): the row's statistics saved by its first lane.
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
   const int g = 1 << log2_g, t = threadIdx.x & (g - 1);
   const std::int64_t row =
@@ -480,28 +484,26 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
-  const bool saver = live && t == 0;  // the row's statistics, where asked
-  norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, g,
-                              live, [&](float v, auto op, int) { return group_all(v, g, op); },
-                              saver && a.mean ? a.mean + r : nullptr,
-                              saver && a.rstd ? a.rstd + r : nullptr);
+  norm_tile<T, K, S, W, kAdd, kStats>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r),
+                                      y, t, g, live,
+                                      [&](float v, auto op, int) { return group_all(v, g, op); },
+                                      r, live && t == 0);
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
-template <class T, NormKind K, int S, int W, bool kAdd>
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 __global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
   __shared__ float slots[2][32];
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
-  const bool saver = threadIdx.x == 0;  // the row's statistics, where asked
-  norm_tile<T, K, S, W, kAdd>(a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y,
-                              int(threadIdx.x), int(blockDim.x), true,
-                              [&](float v, auto op, int pass) {
-                                return block_all(v, op, slots[pass]);
-                              },
-                              saver && a.mean ? a.mean + row : nullptr,
-                              saver && a.rstd ? a.rstd + row : nullptr);
+  norm_tile<T, K, S, W, kAdd, kStats>(a, x, residual_row<T, kAdd>(a, row),
+                                      sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
+                                      int(blockDim.x), true,
+                                      [&](float v, auto op, int pass) {
+                                        return block_all(v, op, slots[pass]);
+                                      },
+                                      row, threadIdx.x == 0);
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -530,7 +532,7 @@ struct Sweep {
 
 // Block `rank` of the row's cluster owns elements [rank·slice, rank·slice + slice) ∩ [0, n), and
 // caches the first `cached` of them (both multiples of W) in dynamic shared memory.
-template <class T, NormKind K, int S, int W, bool kAdd>
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 __global__ void __launch_bounds__(kClusterBlock, 2)
 norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool prefetch) {
   using St = Stats<K>;
@@ -614,7 +616,7 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   const State total = group_reduce(part, 32, m);
   auto read_done = cluster.barrier_arrive();  // block_state must outlive the other blocks' reads
   const Coef c = St::coef(total, n, a.eps);
-  if constexpr (K == NormKind::rms || K == NormKind::layer) {  // the row's statistics, if asked
+  if constexpr (kStats) {  // the row's statistics, where asked
     if (rank == 0 && t == 0) {
       if (a.rstd) a.rstd[row] = c.a;
       if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
@@ -711,9 +713,9 @@ void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::u
   done.fetch_or(bit, std::memory_order_release);
 }
 
-template <class T, NormKind K, int S, int W, bool kAdd>
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
-  const auto kernel = norm_rows_cluster<T, K, S, W, kAdd>;
+  const auto kernel = norm_rows_cluster<T, K, S, W, kAdd, kStats>;
   static std::atomic<std::uint64_t> configured{0};
   configure_cluster_kernel(reinterpret_cast<const void*>(kernel), device, configured);
   int sms = 0;
@@ -768,7 +770,7 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   });
 }
 
-template <class T, NormKind K, int W, bool kAdd>
+template <class T, NormKind K, int W, bool kAdd, bool kStats>
 void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
   constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
   constexpr std::int64_t kItems = S * W;
@@ -779,23 +781,32 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     const std::int64_t per_block = kGroupBlock >> log2_g;
     for_row_batches<T>(a, per_block * kMaxGrid, [&](const NormArgs& b) {
       const auto blocks = unsigned(ceil_div(b.x.rows, per_block));
-      norm_rows_group<T, K, S, W, kAdd><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
+      norm_rows_group<T, K, S, W, kAdd, kStats><<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else {
     const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
-      norm_rows_block<T, K, S, W, kAdd><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      norm_rows_block<T, K, S, W, kAdd, kStats><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
       check_cuda(cudaGetLastError(), kWhere);
     });
   }
 }
 
-template <class T, NormKind K, int W, bool kAdd>
+template <class T, NormKind K, int W, bool kAdd, bool kStats>
 void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   constexpr int S = W > 1 ? 4 : 16;
-  if (a.x.n > 1024 * S * W) return launch_cluster<T, K, S, W, kAdd>(a, stream, device);
-  launch_register_rows<T, K, W, kAdd>(a, stream);
+  if (a.x.n > 1024 * S * W) return launch_cluster<T, K, S, W, kAdd, kStats>(a, stream, device);
+  launch_register_rows<T, K, W, kAdd, kStats>(a, stream);
+}
+
+// Statistics saved (rms / layer with a.mean or a.rstd set) or not: separate kernels, so that
+// the kernels of calls that save nothing are those of a tree without the feature.
+template <class T, NormKind K, int W, bool kAdd>
+void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
+  if constexpr (K == NormKind::rms || K == NormKind::layer)
+    if (a.mean || a.rstd) return launch_rows<T, K, W, kAdd, true>(a, stream, device);
+  launch_rows<T, K, W, kAdd, false>(a, stream, device);
 }
 
 // 16-byte packs need every row start, weight and bias 16-byte aligned and n a multiple of them.
