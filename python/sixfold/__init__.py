@@ -124,20 +124,43 @@ def segmented_reduce(x, offsets, *, op: str = "sum", out=None, stream=None):
     return out
 
 
-def rms_norm(x, weight=None, *, eps: float = 1e-6, out=None, stream=None):
-    """y = x / sqrt(mean(x², last dim) + eps) · weight; f32/bf16/f16, f32 statistics, one pass."""
-    if out is None:
-        out = _empty(x, tuple(x.shape))
-    _C.rms_norm(x, weight, out, float(eps), _stream(x, stream))
-    return out
+def _stat(x, given, arg):
+    """A saved-statistics output: `given`, or a new f32 array of x's leading shape."""
+    return given if given is not None else _empty(x, tuple(x.shape[:-1]), "float32", arg=arg)
 
 
-def layer_norm(x, weight=None, bias=None, *, eps: float = 1e-5, out=None, stream=None):
-    """y = (x − mean) / sqrt(var + eps) · weight + bias over the last dim (biased variance)."""
+def rms_norm(x, weight=None, *, eps: float = 1e-6, out=None, stream=None, stats: bool = False,
+             rstd=None):
+    """y = x / sqrt(mean(x², last dim) + eps) · weight; f32/bf16/f16, f32 statistics, one pass.
+
+    ``stats=True`` (or ``rstd=`` an f32 array of x's leading shape) also returns the row
+    statistic the backward can take: (y, rstd), rstd = 1/sqrt(mean(x²) + eps).
+    """
     if out is None:
         out = _empty(x, tuple(x.shape))
-    _C.layer_norm(x, weight, bias, out, float(eps), _stream(x, stream))
-    return out
+    if not (stats or rstd is not None):
+        _C.rms_norm(x, weight, out, float(eps), _stream(x, stream))
+        return out
+    rstd = _stat(x, rstd, "rstd")
+    _C.rms_norm(x, weight, out, float(eps), _stream(x, stream), rstd)
+    return out, rstd
+
+
+def layer_norm(x, weight=None, bias=None, *, eps: float = 1e-5, out=None, stream=None,
+               stats: bool = False, mean=None, rstd=None):
+    """y = (x − mean) / sqrt(var + eps) · weight + bias over the last dim (biased variance).
+
+    ``stats=True`` (or ``mean=`` / ``rstd=`` f32 arrays of x's leading shape) also returns the
+    row statistics, as torch's native_layer_norm does: (y, mean, rstd), rstd = 1/sqrt(var + eps).
+    """
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    if not (stats or mean is not None or rstd is not None):
+        _C.layer_norm(x, weight, bias, out, float(eps), _stream(x, stream))
+        return out
+    mean, rstd = _stat(x, mean, "mean"), _stat(x, rstd, "rstd")
+    _C.layer_norm(x, weight, bias, out, float(eps), _stream(x, stream), mean, rstd)
+    return out, mean, rstd
 
 
 def softmax(x, *, out=None, stream=None):
@@ -156,49 +179,67 @@ def log_softmax(x, *, out=None, stream=None):
     return out
 
 
-def add_rms_norm(x, residual, weight=None, *, eps: float = 1e-6, out=None, sum_out=None, stream=None):
+def add_rms_norm(x, residual, weight=None, *, eps: float = 1e-6, out=None, sum_out=None, stream=None,
+                 stats: bool = False):
     """s = x + residual (rounded to x's dtype); y = rms_norm(s). Returns (y, s) in one pass.
 
     ``sum_out=residual`` updates the residual stream in place (a pre-norm block's pattern).
+    ``stats=True``: returns (y, s, rstd), the statistic of s (see rms_norm).
     """
     if out is None:
         out = _empty(x, tuple(x.shape))
     if sum_out is None:
         sum_out = _empty(x, tuple(x.shape))
-    _C.add_rms_norm(x, residual, weight, out, sum_out, float(eps), _stream(x, stream))
-    return out, sum_out
+    if not stats:
+        _C.add_rms_norm(x, residual, weight, out, sum_out, float(eps), _stream(x, stream))
+        return out, sum_out
+    rstd = _stat(x, None, "rstd")
+    _C.add_rms_norm(x, residual, weight, out, sum_out, float(eps), _stream(x, stream), rstd)
+    return out, sum_out, rstd
 
 
 def add_layer_norm(x, residual, weight=None, bias=None, *, eps: float = 1e-5, out=None, sum_out=None,
-                   stream=None):
-    """s = x + residual; y = layer_norm(s). Returns (y, s) in one pass (``sum_out=residual``: in place)."""
+                   stream=None, stats: bool = False):
+    """s = x + residual; y = layer_norm(s). Returns (y, s) in one pass (``sum_out=residual``: in place).
+
+    ``stats=True``: returns (y, s, mean, rstd), the statistics of s (see layer_norm).
+    """
     if out is None:
         out = _empty(x, tuple(x.shape))
     if sum_out is None:
         sum_out = _empty(x, tuple(x.shape))
-    _C.add_layer_norm(x, residual, weight, bias, out, sum_out, float(eps), _stream(x, stream))
-    return out, sum_out
+    if not stats:
+        _C.add_layer_norm(x, residual, weight, bias, out, sum_out, float(eps), _stream(x, stream))
+        return out, sum_out
+    mean, rstd = _stat(x, None, "mean"), _stat(x, None, "rstd")
+    _C.add_layer_norm(x, residual, weight, bias, out, sum_out, float(eps), _stream(x, stream), mean, rstd)
+    return out, sum_out, mean, rstd
 
 
-def rms_norm_backward(dy, x, weight=None, *, eps: float = 1e-6, dx=None, dweight=None, stream=None):
+def rms_norm_backward(dy, x, weight=None, *, eps: float = 1e-6, dx=None, dweight=None, stream=None,
+                      rstd=None):
     """Gradients of rms_norm(x, weight) given dy: returns (dx, dweight); dweight is None without weight.
 
     One read of x and dy, one write of dx; dweight is summed over rows in a fixed order (the same
     bits on every call). ``dweight=`` may be f32 or the weight's dtype; ``dx=dy`` works in place.
+    ``rstd=``: the forward's saved statistic (``rms_norm(..., stats=True)``): one reduction per
+    row instead of recomputing it (eps is then unused).
     """
     if dx is None:
         dx = _empty(x, tuple(x.shape))
     if dweight is None and weight is not None:
         dweight = _empty(weight, tuple(weight.shape))
-    _C.rms_norm_backward(dy, x, weight, dx, dweight, float(eps), _stream(x, stream))
+    _C.rms_norm_backward(dy, x, weight, dx, dweight, float(eps), _stream(x, stream), rstd)
     return dx, dweight
 
 
 def layer_norm_backward(dy, x, weight=None, *, bias: bool = True, eps: float = 1e-5, dx=None,
-                        dweight=None, dbias=None, stream=None):
+                        dweight=None, dbias=None, stream=None, mean=None, rstd=None):
     """Gradients of layer_norm(x, weight, bias) given dy: returns (dx, dweight, dbias).
 
     dweight is None without weight, dbias None when ``bias=False``; both are deterministic.
+    ``mean=``, ``rstd=`` (together): the forward's saved statistics (``layer_norm(...,
+    stats=True)``), read instead of recomputed — one reduction per row (eps is then unused).
     """
     if dx is None:
         dx = _empty(x, tuple(x.shape))
@@ -206,7 +247,7 @@ def layer_norm_backward(dy, x, weight=None, *, bias: bool = True, eps: float = 1
         dweight = _empty(weight, tuple(weight.shape))
     if dbias is None and bias:
         dbias = _empty(weight if weight is not None else x, (int(x.shape[-1]),))
-    _C.layer_norm_backward(dy, x, weight, dx, dweight, dbias, float(eps), _stream(x, stream))
+    _C.layer_norm_backward(dy, x, weight, dx, dweight, dbias, float(eps), _stream(x, stream), mean, rstd)
     return dx, dweight, dbias
 
 

@@ -1,6 +1,7 @@
 """The fused residual-add norms and the norm/softmax backward passes through the bindings:
 numpy (CPU) against float64 formulas, torch (CUDA) against torch autograd in float64; in place,
-determinism of the weight gradients, and errors that name the argument."""
+determinism of the weight gradients, the saved row statistics (forward → backward), and errors
+that name the argument."""
 import numpy as np
 import pytest
 
@@ -127,6 +128,67 @@ def test_norm_backward_weight_grads_are_deterministic_and_errors_name_the_argume
         sixfold.rms_norm_backward(dy, x[:, :255])
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (2, 3, 100), (3, 4097), (2, 30000)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_saved_stats_round_trip(shape, dtype):
+    """The forward's mean / rstd against float64, then the backward given them against float64
+    and against the recompute path."""
+    x = rng.normal(0.5, 2.0, shape).astype(dtype)
+    dy = rng.normal(0.0, 1.0, shape).astype(dtype)
+    w = rng.normal(1.0, 0.3, shape[-1]).astype(dtype)
+    x64, d64, w64 = (a.astype(np.float64) for a in (x, dy, w))
+    tol = 1e-4 if dtype == np.float32 else 2e-3
+    mu = x64.mean(-1)
+    y, mean, rstd = sixfold.layer_norm(x, w, stats=True)
+    assert mean.dtype == np.float32 and mean.shape == shape[:-1] and rstd.shape == shape[:-1]
+    want_r = 1 / np.sqrt(((x64 - mu[..., None]) ** 2).mean(-1) + 1e-5)
+    assert np.all(np.abs(rstd - want_r) <= 2e-5 * want_r)
+    assert np.all(np.abs(mean - mu) <= 2e-5 * (np.abs(mu) + 1 / want_r))
+    y2, rr = sixfold.rms_norm(x, w, eps=1e-5, stats=True)
+    want_rr = 1 / np.sqrt((x64 ** 2).mean(-1) + 1e-5)
+    assert np.all(np.abs(rr - want_rr) <= 2e-5 * want_rr)
+    for kind in ("rms", "layer"):
+        want_dx, want_dw, want_db = norm_grads64(kind, x64, d64, w64, 1e-5)
+        terms = np.abs(d64 * w64).max(-1, keepdims=True) / np.sqrt(
+            ((x64 - (x64.mean(-1, keepdims=True) if kind == "layer" else 0)) ** 2).mean(-1, keepdims=True) + 1e-5)
+        if kind == "rms":
+            got = sixfold.rms_norm_backward(dy, x, w, eps=1e-5, rstd=rr)
+            again = sixfold.rms_norm_backward(dy, x, w, eps=1e-5)
+        else:
+            got = sixfold.layer_norm_backward(dy, x, w, mean=mean, rstd=rstd)
+            again = sixfold.layer_norm_backward(dy, x, w)
+        err = np.abs(got[0].astype(np.float64) - want_dx)
+        assert np.all(err <= tol * (np.abs(want_dx) + np.abs(want_dx).max(-1, keepdims=True) + 3 * terms)), err.max()
+        close(got[1], want_dw, tol)
+        if kind == "layer":
+            close(got[2], want_db, tol)
+        diff = np.abs(got[0].astype(np.float64) - again[0].astype(np.float64))
+        assert np.all(diff <= tol * (np.abs(want_dx).max(-1, keepdims=True) + 3 * terms)), diff.max()
+    # the residual-add forms save the statistics of s
+    r = rng.normal(0.0, 1.0, shape).astype(dtype)
+    _, s, m2, r2 = sixfold.add_layer_norm(x, r, w, stats=True)
+    _, m3, r3 = sixfold.layer_norm(s, w, stats=True)
+    assert np.array_equal(m2, m3) and np.array_equal(r2, r3)
+    _, s, r4 = sixfold.add_rms_norm(x, r, w, stats=True)
+    _, r5 = sixfold.rms_norm(s, w, stats=True)
+    assert np.array_equal(r4, r5)
+
+
+def test_saved_stats_errors_name_the_argument():
+    x = rng.normal(size=(6, 40)).astype(np.float32)
+    dy = rng.normal(size=(6, 40)).astype(np.float32)
+    y, mean, rstd = sixfold.layer_norm(x, stats=True)
+    with pytest.raises(sixfold.Error, match="argument 'rstd': expected given together with 'mean'"):
+        sixfold.layer_norm_backward(dy, x, mean=mean)
+    with pytest.raises(sixfold.Error, match="argument 'rstd': expected 6 elements"):
+        sixfold.rms_norm_backward(dy, x, rstd=rstd[:5])
+    with pytest.raises(sixfold.Error, match="argument 'mean': expected dtype f32, got f64"):
+        sixfold.layer_norm(x, mean=np.empty(6, np.float64))
+    out = np.empty_like(x)
+    with pytest.raises(sixfold.Error, match="argument 'rstd': expected memory apart from 'out'"):
+        sixfold.rms_norm(x, out=out, rstd=out.reshape(-1)[:6])
+
+
 def _torch_cuda():
     torch = pytest.importorskip("torch")
     if not (torch.cuda.is_available() and sixfold.cuda_available()):
@@ -189,6 +251,21 @@ def test_torch_backward_and_add_norm_against_autograd(shape):
         for got, ref64, peer in pairs:
             assert got.dtype == torch.bfloat16
             assert rel(got, ref64) <= max(2 * rel(peer, ref64), 8e-3), (kind, rel(got, ref64), rel(peer, ref64))
+    # saved statistics: torch's native_layer_norm saves the same mean / rstd; the backward given
+    # them matches the recompute path
+    _, tmean, trstd = torch.native_layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5)
+    _, mean, rstd = sixfold.layer_norm(x, w, b, stats=True)
+    assert mean.shape == x.shape[:-1] and mean.dtype == torch.float32
+    assert rel(mean, tmean.reshape(mean.shape).double()) <= 1e-5
+    assert rel(rstd, trstd.reshape(rstd.shape).double()) <= 1e-5
+    saved = sixfold.layer_norm_backward(dy, x, w, mean=mean, rstd=rstd)
+    recomputed = sixfold.layer_norm_backward(dy, x, w)
+    for u, v in zip(saved, recomputed):
+        assert rel(u, v.double()) <= 8e-3
+    _, rr = sixfold.rms_norm(x, w, eps=1e-6, stats=True)
+    dx_s, dw_s = sixfold.rms_norm_backward(dy, x, w, rstd=rr)
+    dx_r, dw_r = sixfold.rms_norm_backward(dy, x, w, eps=1e-6)
+    assert rel(dx_s, dx_r.double()) <= 8e-3 and rel(dw_s, dw_r.double()) <= 8e-3
     # same bits on a second call
     a = sixfold.layer_norm_backward(dy, x, w)
     c = sixfold.layer_norm_backward(dy, x, w)
