@@ -10,7 +10,8 @@ Families (--only, default all):
             (x + r, then F.rms_norm / F.layer_norm) and that pair under torch.compile
   backward  dx (and dweight, dbias) from dy: sixfold.*_backward against torch autograd of
             F.rms_norm / F.layer_norm / torch.softmax, eager and under torch.compile (only the
-            backward is timed: torch.autograd.grad on a retained graph)
+            backward is timed: torch.autograd.grad on a retained graph). Like autograd's, sixfold's
+            rms / layer backward reads the row statistics its forward saved (stats=True)
 
     python3 bench/torch_norm.py [--json] [--only forward,add,backward] [--shapes 4096x4096,...]
 """
@@ -128,9 +129,12 @@ def run_backward(rows, r, n, xs, w, b):
             impls.append((name, items))
         ys = [torch.softmax(x, -1) for x in xs] if op == "softmax" else None
         if op == "rms_norm":
-            ours = lambda i: sixfold.rms_norm_backward(dys[i], xs[i], w, eps=1e-6)
+            st = [sixfold.rms_norm(x, w, eps=1e-6, stats=True)[1] for x in xs]
+            ours = lambda i: sixfold.rms_norm_backward(dys[i], xs[i], w, eps=1e-6, rstd=st[i])
         elif op == "layer_norm":
-            ours = lambda i: sixfold.layer_norm_backward(dys[i], xs[i], w, eps=1e-5)
+            st = [sixfold.layer_norm(x, w, b, eps=1e-5, stats=True)[1:] for x in xs]
+            ours = lambda i: sixfold.layer_norm_backward(dys[i], xs[i], w, eps=1e-5, mean=st[i][0],
+                                                         rstd=st[i][1])
         else:
             ours = lambda i: sixfold.softmax_backward(dys[i], ys[i])
         idx = list(range(len(xs)))
