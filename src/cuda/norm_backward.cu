@@ -1076,6 +1076,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     // layer 34.6 -> 46.0% of copy; 65536x1024 (31 rows per block, 64-thread blocks) rms 79.7 ->
     // 70.1%, layer 66.2 -> 55.0%; 16384x8192 (62 rows) within 1.3 points.
     if (cluster > 1 && ceil_div(rows, std::min(rows, capacity)) >= kClusterBelowRows) cluster = 1;
+    // Dev hook for A/B timing, read per call: SIXFOLD_NORM_BWD_CLUSTER=N (1..8) forces clusters
+    // of N blocks on the smem variant whatever the rows per block.
+    if (const char* e = std::getenv("SIXFOLD_NORM_BWD_CLUSTER"); e && cfg.dynamicSmemBytes && grads)
+      cluster = std::clamp(std::atoi(e), 1, kGradCluster);
+    attr[0].val.clusterDim.x = unsigned(cluster);
     if (cluster > 1) {
       const int clusters = clusters_resident(reinterpret_cast<const void*>(kernel), cfg, device);
       if (clusters > 0) capacity = std::int64_t(clusters) * cluster;
