@@ -1006,7 +1006,8 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 // Which variant of bwd_rows_regs rms / layer backward use (n ≤ 8192; dev/norm/README.md has
 // the versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = smem (the default: v5 =
 // weight and dw/db in shared memory, two 512-thread blocks per SM; v6 = v5 in clusters of 8
-// where blocks have few rows) | smem1 (v5 alone) | regs (v4: the same
+// where blocks have few rows; unset: also v4 for layer with saved statistics on rows of ≤ 64
+// threads, see launch_backward) | smem1 (v5 alone) | regs (v4: the same
 // arithmetic with weight and dw/db in registers, one 512-thread block per SM) | regs0 (v0, the
 // kernel of runs C/D: v4's layout with the old reductions and divisions; bf16 16-byte rows only,
 // else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4 has them).
@@ -1039,7 +1040,15 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     std::size_t smem = 0;
     int cluster = 1;  // v6: the smem variant's blocks in clusters of kGradCluster
     if constexpr (kHasGrads<K>) {
-      const RegsVariant v = regs_variant_from_env();
+      RegsVariant v = regs_variant_from_env();
+      // LayerNorm with saved statistics on rows of ≤ 64 threads (n ≤ 1024 at 16 bits): v4's
+      // layout (weight and dw/db in registers; at 64 threads ~8 blocks per SM instead of 16, so
+      // half the dw/db partial rows, and no shared-memory slot traffic). H200 run S2, 65536x1024
+      // bf16, saved statistics: v4 71.4% of copy against v5's 66.1% (rms: 75.3 against 78.2, so
+      // rms keeps v5; with recomputed statistics the two were 64.9 / 65.3). Only where the
+      // variant is not forced by SIXFOLD_NORM_BWD_KERNEL.
+      if (Saved && K == NormKind::layer && threads <= 64 && !std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
+        v = RegsVariant::regs;
       if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
         if (v == RegsVariant::smem || v == RegsVariant::smem1) {
           kernel = bwd_rows_regs<T, K, SR, W, true, true, Saved>;
@@ -1076,11 +1085,6 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     // layer 34.6 -> 46.0% of copy; 65536x1024 (31 rows per block, 64-thread blocks) rms 79.7 ->
     // 70.1%, layer 66.2 -> 55.0%; 16384x8192 (62 rows) within 1.3 points.
     if (cluster > 1 && ceil_div(rows, std::min(rows, capacity)) >= kClusterBelowRows) cluster = 1;
-    // Dev hook for A/B timing, read per call: SIXFOLD_NORM_BWD_CLUSTER=N (1..8) forces clusters
-    // of N blocks on the smem variant whatever the rows per block.
-    if (const char* e = std::getenv("SIXFOLD_NORM_BWD_CLUSTER"); e && cfg.dynamicSmemBytes && grads)
-      cluster = std::clamp(std::atoi(e), 1, kGradCluster);
-    attr[0].val.clusterDim.x = unsigned(cluster);
     if (cluster > 1) {
       const int clusters = clusters_resident(reinterpret_cast<const void*>(kernel), cfg, device);
       if (clusters > 0) capacity = std::int64_t(clusters) * cluster;
