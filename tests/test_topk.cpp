@@ -59,17 +59,22 @@ double representable(DType t, double v) {
   return t == DType::f32 ? double(float(v)) : decode16(t, encode16(t, v));
 }
 
-// trap / trap_ties: large values (distinct / all equal) at every 8th position, which is where
-// the CUDA long-row path samples a row of 2^19 (it must then notice that the sample misled it).
+// trap / trap_ties: large values (distinct / all equal) at the first 8 of every 64 positions,
+// which is where the CUDA long-row path samples a row of 2^19 (runs of 8 keys, one every 64;
+// it must then notice that the sample misled it).
 // outlier: random, plus one huge value per row (the batched path's final sort bins keys by
 // their distance to the threshold; one outlier puts the rest into one bin).
 // narrow: ascending values in a range narrow for their magnitude (4096 + i / 512), which a
 // 16-bit bin of the order key does not resolve (the batched threshold then refines its sample).
-enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties, outlier, narrow };
+// unsampled: small random values, plus 6000 large ones at position 100 of the first 6000 runs of
+// 512 — where the CUDA long-row path's sample (8 keys at the start of every 512 in a row of
+// 2^22, k <= 1000) never looks: its range for the candidates' bins misses them all.
+enum class Data { random, few_distinct, all_equal, specials, ascending, descending, trap, trap_ties, outlier, narrow,
+                  unsampled };
 
 const char* data_name(Data d) {
   const char* names[] = {"random", "few-distinct", "all-equal", "specials", "ascending", "descending",
-                         "trap", "trap-ties", "outlier", "narrow"};
+                         "trap", "trap-ties", "outlier", "narrow", "unsampled"};
   return names[int(d)];
 }
 
@@ -97,10 +102,11 @@ std::vector<double> make_data(Data kind, DType t, std::int64_t rows, std::int64_
         }
         case Data::ascending: v = double(i % 60000) - 30000; break;   // f16/bf16 round: ties appear
         case Data::descending: v = 30000 - double(i % 60000); break;
-        case Data::trap: v = i % 8 == 0 ? 1000.0 + double(i / 8) : nd(engine()) * 0.01; break;
-        case Data::trap_ties: v = i % 8 == 0 ? 1000.0 : few(engine()); break;
+        case Data::trap: v = i % 64 < 8 ? 1000.0 + double(i / 8) : nd(engine()) * 0.01; break;
+        case Data::trap_ties: v = i % 64 < 8 ? 1000.0 : few(engine()); break;
         case Data::narrow: v = 4096.0 + double(i % 32768) / 512.0; break;
         case Data::outlier: v = i == (r * 7919 + 13) % n ? (r % 2 ? -1e30 : 1e30) : nd(engine()); break;
+        case Data::unsampled: v = i % 512 == 100 && i / 512 < 6000 ? 1e6 + double(i) : nd(engine()) * 0.01; break;
       }
       x[std::size_t(r * n + i)] = representable(t, v);
     }
@@ -431,6 +437,7 @@ TEST(TopKCuda, LongRowPaths) {
     run_case({DType::f32, 1, 1 << 20, 1, Data::specials, largest}, d);
     run_case({DType::f32, 1, (1 << 21) + 3, 1000, Data::descending, largest}, d);
     run_case({DType::i32, 1, 1 << 21, 100000, Data::ascending, largest}, d);
+    run_case({DType::f32, 1, 1 << 22, 1000, Data::unsampled, largest}, d);
     // k reaching past the zeros: ±0 and NaN among the candidates (the sort writes values from
     // their keys, except these two, whose bits come from the input).
     run_case({DType::f32, 1, 1 << 19, 419430, Data::specials, largest}, d);

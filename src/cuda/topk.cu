@@ -568,11 +568,15 @@ constexpr int kThreads = 512;
 constexpr std::int64_t kSeg = 16384;
 constexpr int kBins = 65536, kChunkBins = 256, kChunks = kBins / kChunkBins;
 constexpr int kSmemSort = 4096, kListMax = 64, kRankBin = 64;
+// Chunk counters one 128-byte line apart: the filter adds to them from every SM.
+constexpr int kChunkPad = 32;
+__host__ __device__ constexpr u64 chunk_slot(u64 c) { return c * kChunkPad; }
 
 struct Head {  // zeroed before each row
   u32 sample_done, sample_barrier, barrier, thr, big_count;
-  u64 cand_count, cand_hi, cand_nlo;  // appended candidates: count, max composite, ~min composite
-  u64 sel_count, sel_hi, sel_nlo;     // path C's selection
+  u32 smax;                           // the greatest sampled key
+  u64 cand_count;                     // appended candidates
+  u64 sel_count, sel_hi, sel_nlo;     // path C's selection (sel_hi / sel_nlo: also the A / B recount)
   u64 filled;                         // lr_sort_top: entries of the bins that start before k
   u32 hist[2][4096];                  // the sample's digit histograms (12 bits each)
   u32 least[4096];                    // ~least key per bin of the second digit
@@ -588,7 +592,7 @@ struct Args {
   u64* cand;       // (cap)
   u64* tmp;        // (cap)
   u32* binhist;    // (kBins)
-  u32* chunkhist;  // (kChunks)
+  u32* chunkhist;  // (kChunks · kChunkPad): chunk c at chunk_slot(c)
   u64* binoff;     // (kBins) offset << 32 | count
   u64* big;        // (k / 32 + 2) offset << 32 | count
   u32* chist;      // (3 * 4096) path C's digit histograms
@@ -633,6 +637,28 @@ __device__ __forceinline__ void trace_block(u64* tr, int word) {
 __device__ __forceinline__ u64 comp(u32 key, u64 i) { return (u64(key) << 32) | u64(0xffffffffu - u32(i)); }
 __device__ __forceinline__ u32 comp_index(u64 c) { return 0xffffffffu - u32(c); }
 
+// The 16-bit bin of a composite in lr_sort_top: (c − base) >> shift, the top bin also taking
+// everything beyond. Monotone, so bins are ordered like their composites.
+struct Digit {
+  u64 base;
+  int shift;
+  __device__ __forceinline__ u32 operator()(u64 c) const {
+    const u64 d = (c - base) >> shift;
+    return d > 0xffffu ? 0xffffu : u32(d);
+  }
+};
+// Composites in [lo, hi]: 65536 bins over exactly that range.
+__device__ __forceinline__ Digit range_digit(u64 lo, u64 hi) {
+  return {lo, hi == lo ? 0 : std::max(0, 64 - __clzll(hi - lo) - 16)};
+}
+// The filter's candidates (keys above thr), binned before their range is known: from thr's
+// next key over twice the sample's spread above thr (smax: the greatest sampled key). For iid
+// data the top bin then holds no more than a few keys beyond it.
+__device__ __forceinline__ Digit cand_digit(u32 thr, u32 smax) {
+  const u32 spread = smax > thr ? smax - thr : 1u;
+  return {(u64(thr) + 1) << 32, std::max(0, (32 - __clz(spread)) + 1 + 32 - 16)};
+}
+
 // Segment of element i: [0, head + kSeg), then kSeg each (16-byte groups never straddle two).
 template <class T>
 __device__ __forceinline__ u64 seg_of(const Args<T>& a, u64 i) {
@@ -676,8 +702,11 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   trace_block(a.trace, 3);
   // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  for (u64 i = u64(blockIdx.x) * kSampleThreads + t; i < a.segs; i += u64(gridDim.x) * kSampleThreads)
-    a.seg_eq[i] = 0;
+  const u64 gtid = u64(blockIdx.x) * kSampleThreads + t, gthreads = u64(gridDim.x) * kSampleThreads;
+  for (u64 i = gtid; i < a.segs; i += gthreads) a.seg_eq[i] = 0;
+  // lr_filter counts its candidates' bins (lr_sort_top's, under cand_digit) as it appends them.
+  for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
+  for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[chunk_slot(i)] = 0;
   u32 key[P];
   bool valid[P];
 #pragma unroll
@@ -685,6 +714,13 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
     const u32 s = (u32(p) * gridDim.x + blockIdx.x) * kSampleThreads + t;
     valid[p] = s < count;
     key[p] = valid[p] ? order_key(a.x[u64(s / kSampleSector) * stride + s % kSampleSector]) ^ a.flip : 0u;
+  }
+  {
+    u32 m = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) m = std::max(m, key[p]);  // invalid keys are 0
+    m = __reduce_max_sync(0xffffffffu, m);
+    if ((t & 31) == 0 && m) atomicMax(&a.head->smax, m);
   }
   u32 prefix = 0, rem = want, passed = 0;
   for (int round = 0; round < 2; ++round) {
@@ -818,33 +854,33 @@ __device__ __forceinline__ void write_out(const Args<T>& a, u64 pos, u64 c) {
   a.indices[pos] = std::int64_t(i);
 }
 
-// The kk best of the m distinct composites src[0, m) (lo, hi: their least and greatest), best
-// first, to output positions [0, kk). Every block calls it (grid barriers inside).
+// The kk best of the m distinct composites src[0, m), best first, to output positions [0, kk),
+// by their bins under `digit`. binhist / chunkhist: zero, or (counted) already holding the
+// counts of src's bins. Every block calls it (grid barriers inside).
 template <class T>
-__device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u64 kk, u64 lo, u64 hi,
+__device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u64 kk, Digit digit, bool counted,
                             u32& passed) {
   using Scan = cub::BlockScan<u64, kThreads>;
   if (m == 0 || kk == 0) return;
   const int t = threadIdx.x;
-  const int common = lo == hi ? 64 : __clzll(lo ^ hi);
-  const int shift = std::max(0, 64 - common - 16);
-  auto digit = [&](u64 c) { return u32(c >> shift) & 0xffffu; };
   const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
-  for (int i = t; i < kChunks; i += kThreads) sm.chunk[i] = 0;
-  __syncthreads();
-  for (u64 i = gtid; i < m; i += gthreads) {
-    const u32 d = digit(__ldcg(src + i));
-    atomicAdd(&a.binhist[d], 1u);
-    atomicAdd(&sm.chunk[d / kChunkBins], 1u);
+  if (!counted) {
+    for (int i = t; i < kChunks; i += kThreads) sm.chunk[i] = 0;
+    __syncthreads();
+    for (u64 i = gtid; i < m; i += gthreads) {
+      const u32 d = digit(__ldcg(src + i));
+      atomicAdd(&a.binhist[d], 1u);
+      atomicAdd(&sm.chunk[d / kChunkBins], 1u);
+    }
+    __syncthreads();
+    for (int i = t; i < kChunks; i += kThreads)
+      if (sm.chunk[i]) atomicAdd(&a.chunkhist[chunk_slot(i)], sm.chunk[i]);
+    grid_barrier(&a.head->barrier, passed);
   }
-  __syncthreads();
-  for (int i = t; i < kChunks; i += kThreads)
-    if (sm.chunk[i]) atomicAdd(&a.chunkhist[i], sm.chunk[i]);
-  grid_barrier(&a.head->barrier, passed);
   trace_at(a.trace, kTailHist);
   // Elements in chunks above each chunk (every block), then the bins of this block's chunks.
   {
-    const u64 cs = t < kChunks ? __ldcg(&a.chunkhist[kChunks - 1 - t]) : 0;
+    const u64 cs = t < kChunks ? __ldcg(&a.chunkhist[chunk_slot(kChunks - 1 - t)]) : 0;
     u64 ab = 0;
     Scan(sm.scan).ExclusiveSum(cs, ab);
     if (t < kChunks) sm.above[kChunks - 1 - t] = u32(std::min<u64>(ab, 0xffffffffu));
@@ -1050,8 +1086,6 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
   trace_at(a.trace, kFilterLast);
   trace_block(a.trace, 0);
   trace_block(a.trace, 2);
-  for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;  // for lr_tail
-  for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[i] = 0;
   for (u64 i = gtid; i < 3 * 4096; i += gthreads) a.chist[i] = 0;
   const u64 warp = gtid >> 5, nwarps = gthreads >> 5, step = nwarps * 32 * U;
   const u64 h = a.head_elems, nv = (a.n - h) / W;
@@ -1066,20 +1100,30 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
   asm volatile("griddepcontrol.wait;" ::: "memory");  // lr_sample's threshold and zeroed counts
   trace_at(a.trace, kFilterWait);
   const u32 thr = __ldcg(&a.head->thr);
+  __shared__ Digit s_digit;  // read only when flushing (kept out of the loop's registers)
+  if (t == 0) s_digit = cand_digit(thr, __ldcg(&a.head->smax));
+  __syncthreads();
   const Probe probe(thr, a.flip);
   u32 wc = 0;  // entries in this warp's buffer (the same in every lane)
   auto flush = [&](u32 count) {  // the first `count` entries: a multiple of 32, or all at the end
     u64 base = 0;
     if (lane == 0 && count) base = atomicAdd(&a.head->cand_count, u64(count));
-    base = __shfl_sync(0xffffffffu, base, 0);
-    u64 hi = 0, nlo = 0;
-    for (u32 i = lane; i < count; i += 32) {
-      const u64 cv = buf[i];
-      if (base + i < a.cap) a.cand[base + i] = cv;
-      hi = std::max(hi, cv);
-      nlo = std::max(nlo, ~cv);
+    // The bin counts go out while the atomic's answer is on its way: one add per distinct bin
+    // (and chunk) of each 32 — sorted rows put a whole flush into one chunk.
+    const Digit digit = s_digit;
+    for (u32 i0 = 0; i0 < count; i0 += 32) {
+      const bool ok = i0 + lane < count;
+      const u32 d = ok ? digit(buf[i0 + lane]) : ~0u;
+      const unsigned same_bin = __match_any_sync(0xffffffffu, d);
+      const unsigned same_chunk = __match_any_sync(0xffffffffu, ok ? d / kChunkBins : ~0u);
+      const unsigned me = 1u << lane;
+      if (ok && (same_bin & (me - 1)) == 0) atomicAdd(&a.binhist[d], u32(__popc(same_bin)));
+      if (ok && (same_chunk & (me - 1)) == 0)
+        atomicAdd(&a.chunkhist[chunk_slot(d / kChunkBins)], u32(__popc(same_chunk)));
     }
-    publish_range(hi, nlo, &a.head->cand_hi, &a.head->cand_nlo);
+    base = __shfl_sync(0xffffffffu, base, 0);
+    for (u32 i = lane; i < count; i += 32)
+      if (base + i < a.cap) a.cand[base + i] = buf[i];
     const u32 rest = wc - count;  // < 32
     __syncwarp();
     const u64 v = lane < rest ? buf[count + lane] : 0;
@@ -1170,8 +1214,30 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
   const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
   const u64 g = __ldcg(&a.head->cand_count), k = a.k;
   const u32 thr = __ldcg(&a.head->thr);
+  // The candidates' bins as the filter counted them, unless the sample misjudged their range
+  // (sorted rows: the greatest sampled key is far below the row's) and more than a shared-memory
+  // sort's worth landed in the top bin: then they are counted again over their actual range.
+  auto cand_bins = [&](Digit& digit) {
+    digit = cand_digit(thr, __ldcg(&a.head->smax));
+    if (__ldcg(&a.binhist[0xffff]) <= u32(kSmemSort)) return true;
+    u64 hi = 0, nlo = 0;
+    for (u64 i = gtid; i < g; i += gthreads) {
+      const u64 c = __ldcg(&a.cand[i]);
+      hi = std::max(hi, c);
+      nlo = std::max(nlo, ~c);
+    }
+    publish_range(hi, nlo, &a.head->sel_hi, &a.head->sel_nlo);
+    grid_barrier(&a.head->barrier, passed);  // every block has read the top bin's count
+    for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
+    for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[chunk_slot(i)] = 0;
+    grid_barrier(&a.head->barrier, passed);
+    digit = range_digit(~__ldcg(&a.head->sel_nlo), __ldcg(&a.head->sel_hi));
+    return false;
+  };
   if (g >= k && g <= a.cap) {  // A
-    lr_sort_top(a, sm, a.cand, g, k, ~__ldcg(&a.head->cand_nlo), __ldcg(&a.head->cand_hi), passed);
+    Digit digit;
+    const bool counted = cand_bins(digit);
+    lr_sort_top(a, sm, a.cand, g, k, digit, counted, passed);
     __syncthreads();
     trace_at(a.trace, kTailEnd);
     return;
@@ -1192,7 +1258,9 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
       a.values[g + r] = a.x[i];
       a.indices[g + r] = std::int64_t(i);
     });
-    lr_sort_top(a, sm, a.cand, g, g, ~__ldcg(&a.head->cand_nlo), __ldcg(&a.head->cand_hi), passed);
+    Digit digit;
+    const bool counted = cand_bins(digit);
+    lr_sort_top(a, sm, a.cand, g, g, digit, counted, passed);
     return;
   }
   // C: the k-th key by digit histograms over the row.
@@ -1203,6 +1271,10 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
     const u32 prefix = sm.prefix, mask = sm.mask, dmask = u32(bins - 1);
     u32* gh = a.chist + level * 4096;
     for (int i = t; i < bins; i += kThreads) sm.hist[i] = 0;
+    if (level == 0) {  // the filter's bin counts do not describe this selection
+      for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
+      for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[chunk_slot(i)] = 0;
+    }
     if (level == 1)  // everyone has read the tie counts (a barrier passed): reuse them
       for (u64 i = gtid; i < a.segs; i += gthreads) a.seg_eq[i] = 0;
     __syncthreads();
@@ -1269,8 +1341,8 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
   __syncwarp();
   publish_range(hi, nlo, &a.head->sel_hi, &a.head->sel_nlo);
   grid_barrier(&a.head->barrier, passed);
-  lr_sort_top(a, sm, a.cand, __ldcg(&a.head->sel_count), k, ~__ldcg(&a.head->sel_nlo),
-              __ldcg(&a.head->sel_hi), passed);
+  lr_sort_top(a, sm, a.cand, __ldcg(&a.head->sel_count), k,
+              range_digit(~__ldcg(&a.head->sel_nlo), __ldcg(&a.head->sel_hi)), false, passed);
 }
 
 }  // namespace lr
@@ -1437,7 +1509,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     r.cand = c.take<u64>(cap);
     r.tmp = c.take<u64>(cap);
     r.binhist = c.take<u32>(kBins);
-    r.chunkhist = c.take<u32>(kChunks);
+    r.chunkhist = c.take<u32>(kChunks * kChunkPad);
     r.binoff = c.take<u64>(kBins);
     r.big = c.take<u64>(k / 32 + 2);
     r.chist = c.take<u32>(3 * 4096);
