@@ -1047,7 +1047,8 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
       // bf16, saved statistics: v4 71.4% of copy against v5's 66.1% (rms: 75.3 against 78.2, so
       // rms keeps v5; with recomputed statistics the two were 64.9 / 65.3). Only where the
       // variant is not forced by SIXFOLD_NORM_BWD_KERNEL.
-      if (Saved && K == NormKind::layer && threads <= 64 && !std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
+      if (Saved && K == NormKind::layer && threads <= 64 &&
+          !std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
         v = RegsVariant::regs;
       if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
         if (v == RegsVariant::smem || v == RegsVariant::smem1) {

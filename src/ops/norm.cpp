@@ -66,7 +66,8 @@ float* stats_of(const char* where, const char* arg, const TensorView& t, const T
 // Validates `stats` of `kind` (rms: no mean) and that they overlap none of `others`
 // ((name, view) pairs; null or absent views skipped) nor each other.
 void check_stats(const char* where, NormKind kind, const NormStats& stats, const TensorView& x,
-                 std::int64_t rows, std::initializer_list<std::pair<const char*, const TensorView*>> others,
+                 std::int64_t rows,
+                 std::initializer_list<std::pair<const char*, const TensorView*>> others,
                  const float*& mean, const float*& rstd) {
   if (kind == NormKind::rms && !absent(stats.mean))
     throw_argument_error(where, "mean", "absent (rms_norm keeps no mean)", "a tensor");
@@ -83,7 +84,8 @@ void check_stats(const char* where, NormKind kind, const NormStats& stats, const
     }
   }
   if (mean && rstd && rows > 0) {
-    if (mean == rstd) throw_argument_error(where, "rstd", "memory apart from 'mean'", "the same memory");
+    if (mean == rstd)
+      throw_argument_error(where, "rstd", "memory apart from 'mean'", "the same memory");
     check::no_overlap(where, "rstd", stats.rstd, "mean", stats.mean);
   }
 }

@@ -21,10 +21,10 @@
 // f32 values the normalization itself used (add_*: those of s). The backward given them skips
 // the statistics pass: one reduction per row (Σg·x̂ for rms; Σg and Σg·x̂ together for layer)
 // instead of recomputing μ and r from x (two reductions and barriers per row for layer), and
-// params.eps is not used. Each is an f32 tensor with one element per row of x (shape [R], x's
-// leading dimensions, or those and a trailing 1), contiguous, on x's device; an empty
-// TensorView means not written / not given. rms has no mean (it must be absent); the layer
-// backward takes both or neither.
+// params.eps is not used. Each is a contiguous f32 tensor of R elements, one per row of x (any
+// shape of R elements: [R], x's leading dimensions, those and a trailing 1), on x's device; an
+// empty TensorView means not written / not given. rms has no mean (it must be absent); the
+// layer backward takes both or neither.
 //
 // Backward (one read of each input row, one write of dx; statistics recomputed from x unless
 // given):
