@@ -7,21 +7,23 @@
 // 32-bit keys, rows of fewer than 2^32 − 1 elements, k <= 2^22 (lr::, the path the benchmarks
 // take): three launches in stream order and no host synchronization —
 //   memset of a small head, then
-//   lr_sample  (cooperative, 64 blocks) a strided sample of 65536 keys (262144 for large k);
-//              thr = a real sampled key with about 1.1× the expected count of sampled keys
-//              among the top k (+ 4σ + 8) at or above it (two 12-bit digit rounds, a grid
-//              barrier between them)
+//   lr_sample  (cooperative, 64 blocks) a sample of 65536 keys (262144 for large k) in runs of
+//              8 contiguous keys spread evenly over the row; thr = a real sampled key with
+//              about 1.1× the expected count of sampled keys among the top k (+ 4σ + 8) at or
+//              above it (two 12-bit digit rounds, a grid barrier between them)
 //   lr_filter  (a programmatic dependent of the sample: its first loads go out before thr is
 //              known) one read of the row with 16-byte loads; keys > thr appended as 64-bit
 //              composites (key << 32 | ~index: distinct, larger = better, lower index first
-//              among equal keys) through per-warp staging buffers; keys == thr counted per
-//              segment of 16384 elements
+//              among equal keys) through per-warp staging buffers, and counted in 16-bit bins
+//              (cand_digit: from thr over twice the sample's spread above it); keys == thr
+//              counted per segment of 16384 elements
 //   lr_tail    (cooperative, 2 blocks per SM, grid barriers through an atomic counter) chooses on
 //              the device: A >= k candidates → the top k of them; B fewer but enough ties → all
 //              candidates, then the first ties in index order; C the sample misled → digit
 //              histograms over the row find the k-th key, one more read selects. Then the
-//              winners are sorted in the same kernel (a 16-bit digit below their common prefix,
-//              offsets from the top, a scatter, each bin sorted by a lane, a warp or a block).
+//              winners are sorted in the same kernel (bin offsets from the top — from the
+//              filter's counts unless too many fell past the sample's range — a scatter, each
+//              bin sorted by a thread per entry or a block).
 // Other long rows (f64 keys, longer rows, larger k; v3, run_single_rows): the sample, one
 // filtering pass, the host reads the chosen path (one synchronization) and launches digit passes
 // over the candidates, then CUB sorts the k winners.
