@@ -133,3 +133,24 @@ def test_activations_match_float64(dtype):
         assert np.all(np.abs(got - want) <= tol * (np.abs(want) + 1))
     with pytest.raises(sixfold.Error, match="argument 'approximate'"):
         sixfold.bias_gelu(x, approximate="fast")
+
+
+@pytest.mark.parametrize("lead", [(0,), (2, 0)])
+def test_empty_rows_give_empty_results(lead):
+    """Arrays with no rows (numpy reports any strides for them) are accepted: empty outputs, and
+    weight gradients summed over no rows are zero."""
+    n = 8
+    x = np.zeros(lead + (n,), np.float32)
+    w = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    for y in (sixfold.rms_norm(x, w), sixfold.layer_norm(x, w, w), sixfold.softmax(x),
+              sixfold.log_softmax(x), sixfold.bias_gelu(x, w), sixfold.silu_gate(x, x)):
+        assert y.shape == x.shape
+    s, y = sixfold.add_rms_norm(x, x, w)
+    assert s.shape == x.shape and y.shape == x.shape
+    values, indices = sixfold.topk(x, 3)
+    assert values.shape == lead + (3,) and indices.shape == lead + (3,)
+    dx, dw = sixfold.rms_norm_backward(x, x, w)
+    assert dx.shape == x.shape and np.array_equal(dw, np.zeros(n, np.float32))
+    dx, dw, db = sixfold.layer_norm_backward(x, x, w)
+    assert dx.shape == x.shape and not dw.any() and not db.any()
+    assert sixfold.softmax_backward(x, x).shape == x.shape

@@ -18,6 +18,11 @@ RowsView rows_of(std::string_view where, std::string_view arg, const TensorView&
   r.data = t.data;
   r.n = n;
   r.rows = n == 0 ? 0 : t.numel() / n;
+  if (t.numel() == 0) {  // nothing is addressed: strides carry no meaning (frameworks report 0)
+    r.rows = 0;
+    r.row_stride = n;
+    return r;
+  }
   if (t.stride(last) != 1 && n > 1)
     throw_argument_error(where, arg, "unit stride in the last dimension",
                          "stride " + std::to_string(t.stride(last)));
