@@ -452,7 +452,7 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
       cases.push_back({k, t, 1500, 2048, false, false});
       cases.push_back({k, t, 6000, 1024, true, true});
     }
-  for (const char* v : {"smem", "smem1", "smempf", "regs", "regs0"}) {
+  for (const char* v : {"smem", "smem1", "regs", "regs0"}) {
     SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
     setenv("SIXFOLD_NORM_BWD_KERNEL", v, 1);
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));

@@ -4,7 +4,7 @@
 # CudaKernelVariantsMatchReference), memcheck on the small cases, optionally (ncu) Nsight Compute
 # on the bwd_rows_regs launches at 16384x8192 (rms / layer with the default v5, softmax), the CLI
 # bench of the default on all five shapes, optionally (vars) other variants on three shapes
-# (VARS, default smempf) and the reduction without PDL, optionally (torch) bench/torch_norm.py --only backward (sixfold's Python module
+# (VARS, default smem1) and the reduction without PDL, optionally (torch) bench/torch_norm.py --only backward (sixfold's Python module
 # built against build-gpu). The float64 naive rows are skipped (SIXFOLD_NORM_SKIP_NAIVE=1: they
 # time the host only). Every step has its own time limit so that the logs of the earlier steps
 # survive; everything ends up in LOGDIR/norm_bwd_logs.tgz and LOGDIR/summary.txt.
@@ -85,7 +85,7 @@ echo "== default, all shapes: SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIV
 el "CLI bench, default, five shapes"
 SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 timeout 120 "$cli" bench norm --backend cuda --seconds 0.25 >>"$logs/bench.log" 2>&1
 if (( want_vars )); then
-  for v in ${VARS:-smempf}; do
+  for v in ${VARS:-smem1}; do
     el "  variant $v (16384x8192, 4096x4096, 65536x1024)"
     echo "== SIXFOLD_NORM_BWD_KERNEL=$v" >>"$logs/bench.log"
     SIXFOLD_NORM_BWD_KERNEL=$v SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \

@@ -337,11 +337,8 @@ inline constexpr int kRegsMinBlocks =
 // kept as raw packs and unpacked at each use, so the kernel fits 64 registers and two
 // 512-thread blocks share an SM, as softmax_backward's do.
 // Saved: the row's μ / r from a.mean / a.rstd (one reduction per row, see the file header).
-// Prefetch (dev variant smempf, not measured yet): each thread asks the L2 for its packs of the
-// block's next row while it loads the current one (4 prefetches per row and thread at bf16), so
-// that a block has more than one row's bytes in flight.
 template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false,
-          bool Saved = false, bool Prefetch = false>
+          bool Saved = false>
 __global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
               int cluster) {
@@ -402,16 +399,6 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
       if (ok[s]) {
         rx[s] = Pack<T, W>::load(xr + s * p * W);
         rd[s] = Pack<T, W>::load(dr + s * p * W);
-      }
-    }
-    if constexpr (Prefetch) {
-      if (r + 1 < r1) {
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          if (ok[s]) {
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(xr + a.x.row_stride + s * p * W));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(dr + a.dy.row_stride + s * p * W));
-          }
       }
     }
     float saved_r = 0.f, saved_mean = 0.f;  // Saved: the row's statistics, loaded with the row
@@ -1020,17 +1007,15 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 // the versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = smem (the default: v5 =
 // weight and dw/db in shared memory, two 512-thread blocks per SM; v6 = v5 in clusters of 8
 // where blocks have few rows; unset: also v4 for layer with saved statistics on rows of ≤ 64
-// threads, see launch_backward) | smem1 (v5 alone) | smempf (smem with an L2 prefetch of the
-// next row, not measured yet) | regs (v4: the same
+// threads, see launch_backward) | smem1 (v5 alone) | regs (v4: the same
 // arithmetic with weight and dw/db in registers, one 512-thread block per SM) | regs0 (v0, the
 // kernel of runs C/D: v4's layout with the old reductions and divisions; bf16 16-byte rows only,
 // else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4 has them).
-enum class RegsVariant { smem, smem1, regs, regs0, smempf };
+enum class RegsVariant { smem, smem1, regs, regs0 };
 
 RegsVariant regs_variant_from_env() {
   if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
     if (std::strcmp(e, "smem1") == 0) return RegsVariant::smem1;
-    if (std::strcmp(e, "smempf") == 0) return RegsVariant::smempf;
     if (std::strcmp(e, "regs") == 0) return RegsVariant::regs;
     if (std::strcmp(e, "regs0") == 0) return RegsVariant::regs0;
   }
@@ -1066,20 +1051,18 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
           !std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
         v = RegsVariant::regs;
       if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
-        if (v == RegsVariant::smem || v == RegsVariant::smem1 || v == RegsVariant::smempf) {
-          const bool pf = v == RegsVariant::smempf;
-          kernel = pf ? bwd_rows_regs<T, K, SR, W, true, true, Saved, true>
-                      : bwd_rows_regs<T, K, SR, W, true, true, Saved>;
+        if (v == RegsVariant::smem || v == RegsVariant::smem1) {
+          kernel = bwd_rows_regs<T, K, SR, W, true, true, Saved>;
           smem = std::size_t(kSmemGradArrays<K>) * SR * W * threads * sizeof(float);
-          static std::atomic<std::uint64_t> configured[2] = {0, 0};  // > 48 KB: once per device
+          static std::atomic<std::uint64_t> configured{0};  // > 48 KB: once per device
           const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
-          if (!bit || !(configured[pf].load(std::memory_order_acquire) & bit)) {
+          if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
             const int most = int(std::size_t(kSmemGradArrays<K>) * SR * W * kRegsThreads * sizeof(float));
             check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
                        kWhere);
-            configured[pf].fetch_or(bit, std::memory_order_release);
+            configured.fetch_or(bit, std::memory_order_release);
           }
-          if ((v == RegsVariant::smem || pf) && grads) cluster = kGradCluster;
+          if (v == RegsVariant::smem && grads) cluster = kGradCluster;
         }
         if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
           if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false, false, Saved>;
