@@ -6,7 +6,6 @@
 //
 // 32-bit keys, rows of fewer than 2^32 − 1 elements, k <= 2^22 (lr::, the path the benchmarks
 // take): three launches in stream order and no host synchronization —
-//   memset of a small head, then
 //   lr_sample  (cooperative, 64 blocks) a sample of 65536 keys (262144 for large k) in runs of
 //              8 contiguous keys spread evenly over the row; thr = a real sampled key with
 //              about 1.1× the expected count of sampled keys among the top k (+ 4σ + 8) at or
@@ -36,6 +35,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <cooperative_groups.h>
 
 #include "topk_common.cuh"
 
@@ -574,7 +575,7 @@ constexpr int kSmemSort = 4096, kListMax = 64, kRankBin = 64;
 constexpr int kChunkPad = 32;
 __host__ __device__ constexpr u64 chunk_slot(u64 c) { return c * kChunkPad; }
 
-struct Head {  // zeroed before each row
+struct Head {  // zeroed by lr_sample
   u32 sample_done, sample_barrier, barrier, thr, big_count;
   u32 smax;                           // the greatest sampled key
   u64 cand_count;                     // appended candidates
@@ -705,6 +706,9 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const u64 gtid = u64(blockIdx.x) * kSampleThreads + t, gthreads = u64(gridDim.x) * kSampleThreads;
+  // The head is zeroed here, not by a memset before the launch (one stream operation fewer per
+  // call); the grid synchronizes before its first atomic on it.
+  for (u64 i = gtid; i < sizeof(Head) / sizeof(u32); i += gthreads) reinterpret_cast<u32*>(a.head)[i] = 0;
   for (u64 i = gtid; i < a.segs; i += gthreads) a.seg_eq[i] = 0;
   // lr_filter counts its candidates' bins (lr_sort_top's, under cand_digit) as it appends them.
   for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
@@ -722,6 +726,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
 #pragma unroll
     for (int p = 0; p < P; ++p) m = std::max(m, key[p]);  // invalid keys are 0
     m = __reduce_max_sync(0xffffffffu, m);
+    cooperative_groups::this_grid().sync();  // the head is zero
     if ((t & 31) == 0 && m) atomicMax(&a.head->smax, m);
   }
   u32 prefix = 0, rem = want, passed = 0;
@@ -1551,7 +1556,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     // Dev hook SIXFOLD_TOPK_STOP=6: the filter alone, with thr = 0xfefefefe (the key of ~1.7e38:
     // no candidates in the bench data).
     const int stop = topk_dev_stop();
-    check_cuda(cudaMemsetAsync(r.head, stop == 6 ? 0xfe : 0, sizeof(Head), stream), kWhere);
+    if (stop == 6) check_cuda(cudaMemsetAsync(r.head, 0xfe, sizeof(Head), stream), kWhere);  // lr_sample zeroes it
     if (r.trace) {
       static u64 init[kTraceWords];
       for (int i = 0; i < kTraceWords; ++i) init[i] = i < kTraceSlots && (kTraceFirstMask >> i) & 1u ? ~0ull : 0;
