@@ -207,7 +207,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
       next->step(end - b0);
     }
     const float inv = float(1.0 / s);
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<DType::f32>(buf, i, m) * inv; }, next);
+    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<DType::f32>(buf, i, m) * inv; }, next);
   } else {
     const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, next);
     const float shift = float(double(m) + std::log(s));

@@ -134,12 +134,18 @@ constexpr int kElemBytes = T == DType::f32 ? 4 : 2;
 
 // f32 → bf16 bits, round to nearest even, NaN kept quiet (the same rule as store_row).
 #if defined(__AVX512F__)
-// The bf16 rounding of 16 lanes, left in the high half of each 32-bit lane.
+// The bf16 rounding of 16 lanes, left in the high half of each 32-bit lane. kNanLowZero: every
+// NaN among the lanes is quiet with a zero low half (it came from bf16 values through f32
+// arithmetic, which keeps the first NaN operand's payload, or is the hardware's default NaN),
+// so the rounding add cannot carry out of it and the NaN select is skipped (3 instructions of
+// a pass that is issue-bound on this CPU).
+template <bool kNanLowZero = false>
 inline __m512i bf16_round_hi(vf16 v) {
   const __m512i u = _mm512_castps_si512((__m512)v);
   const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
   __m512i t = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
   t = _mm512_mask_add_epi32(t, odd, t, _mm512_set1_epi32(1));
+  if constexpr (kNanLowZero) return t;
   const __mmask16 nan = _mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q);
   return _mm512_mask_or_epi32(t, nan, u, _mm512_set1_epi32(0x400000));
 }
@@ -237,14 +243,16 @@ inline void vstream(void* p, vf16 v) {
 
 // 32 elements (a: the first 16, b: the next) at p, plain or non-temporal stores (nt: p aligned
 // to 64 bytes).
-template <DType T>
+// kNanLowZero: see bf16_round_hi.
+template <DType T, bool kNanLowZero = false>
 inline void vstore2(void* p, vf16 a, vf16 b, bool nt) {
 #if defined(__AVX512BW__)
   if constexpr (T == DType::bf16) {
     alignas(64) static constexpr std::uint16_t kHigh[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                                             23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
                                                             45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __m512i h = _mm512_permutex2var_epi16(bf16_round_hi(a), _mm512_load_si512(kHigh), bf16_round_hi(b));
+    const __m512i h = _mm512_permutex2var_epi16(bf16_round_hi<kNanLowZero>(a), _mm512_load_si512(kHigh),
+                                                bf16_round_hi<kNanLowZero>(b));
     if (nt) _mm512_stream_si512(static_cast<__m512i*>(p), h);
     else _mm512_storeu_si512(p, h);
     return;
@@ -391,8 +399,9 @@ struct RowStream {
 // Writes the n elements of the row at dst (element type T): the chunk at i with m lanes is
 // g(i, m) (m == 16 in the body, which inlining specializes). With nt (and dst aligned to the
 // element size) the body is written with non-temporal stores from dst's 64-byte boundary on.
-// The prefetch stream steps after each block of up to 1024 elements.
-template <DType T, class G>
+// The prefetch stream steps after each block of up to 1024 elements. kNanLowZero (bf16): the
+// body's NaNs have zero low halves (see bf16_round_hi).
+template <DType T, bool kNanLowZero = false, class G>
 inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
   nt = nt && reinterpret_cast<std::uintptr_t>(dst) % kElemBytes<T> == 0;
   const std::int64_t head = nt ? head_to_align<T>(dst, n) : 0;
@@ -409,7 +418,7 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
     const std::int64_t start = i, stop = i + std::min<std::int64_t>(1024, (n - i) / 32 * 32);
     for (; i < stop; i += 32) {
       const vf16 a = g(i, 16), b = g(i + 16, 16);
-      vstore2<T>(at<T>(dst, i), a, b, nt);
+      vstore2<T, kNanLowZero>(at<T>(dst, i), a, b, nt);
     }
     if (next) next->step(stop - start);
   }
@@ -459,8 +468,15 @@ constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
 template <bool Upper, int Deg>
 inline vf16 vexp_impl(vf16 x) {
   vf16 t = x * 1.44269504088896341f;
+#if defined(__AVX512F__)
+  // min / max return their second operand where either is NaN: t's NaN survives, in one
+  // instruction each instead of a compare and a blend.
+  if constexpr (Upper) t = (vf16)_mm512_min_ps(_mm512_set1_ps(160.0f), (__m512)t);
+  t = (vf16)_mm512_max_ps(_mm512_set1_ps(-160.0f), (__m512)t);
+#else
   if constexpr (Upper) t = t > 160.0f ? vsplat(160.0f) : t;
   t = t < -160.0f ? vsplat(-160.0f) : t;
+#endif
 #if defined(__AVX512F__)
   const vf16 k = (vf16)_mm512_roundscale_ps((__m512)t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   return (vf16)_mm512_scalef_ps((__m512)exp2_poly<Deg>(t - k), (__m512)k);
