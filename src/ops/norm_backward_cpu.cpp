@@ -10,7 +10,8 @@
 //     Σg·(x − μ) (Σg·x for rms) about the saved μ, then pass C — no statistics of x.
 //   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy   (pass A, pass C)
 //
-// Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward).
+// Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward). dx is
+// written with write_row<T, true> for the forward's reason (norm_cpu.cpp).
 // dw/db are a Sum over rows, reduced deterministically: the rows are cut into a fixed number of
 // consecutive groups (a function of rows and n only, never of the thread count), each group
 // sums its rows in order into its own f32 partial, and the partials are added in group order
@@ -61,7 +62,7 @@ struct Row {
 template <DType T, bool Layer, bool Dw, bool Db>
 void backward_write(void* dx, const void* x, const void* dy, const float* w, float* dw, float* db, std::int64_t n,
                     float mf, float rs, float k, float mean_g, bool nt, RowStream* next) {
-  write_row<T>(dx, n, nt, [=](std::int64_t i, int m) {
+  write_row<T, true>(dx, n, nt, [=](std::int64_t i, int m) {
     vf16 xc = ld<T>(x, i, m);
     if constexpr (Layer) xc -= mf;
     const vf16 d = ld<T>(dy, i, m);
@@ -156,14 +157,14 @@ void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, Ro
       acc[0] += ld<T>(dy, i, m) * ld<T>(y, i, m);
     }, next);
     const float sf = float(s[0]);
-    write_row<T>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(y, i, m) * (ld<T>(dy, i, m) - sf); }, next);
+    write_row<T, true>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(y, i, m) * (ld<T>(dy, i, m) - sf); }, next);
   } else {
     row_sums<1>(n, s, [=](std::int64_t i, int m, vf16* acc) {
       if (m == 16) prefetch_ahead(at<T>(y, i)), prefetch_ahead(at<T>(dy, i));
       acc[0] += ld<T>(dy, i, m);
     }, next);
     const float sf = float(s[0]);
-    write_row<T>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(dy, i, m) - vexp(ld<T>(y, i, m)) * sf; }, next);
+    write_row<T, true>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(dy, i, m) - vexp(ld<T>(y, i, m)) * sf; }, next);
   }
 }
 

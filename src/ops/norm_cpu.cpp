@@ -11,6 +11,10 @@
 //   pass C (from cache → memory): the output, converted and written once (non-temporal stores
 //           for outputs of 8 MB and more); the row's mean / rstd saved first where asked.
 //
+// Every row is written with write_row<T, true>: the outputs' NaNs come from x, the residual or
+// the weights (all of x's dtype) through f32 arithmetic, or are the default NaN, so for bf16 they
+// have zero low halves and the rounding needs no NaN select (bf16_round_hi in rows_cpu.hpp).
+//
 // Sums: f32 lanes over blocks of 1024 elements (≤ 64 adds per lane), blocks added in f64, so
 // 1M-element rows keep f32-level accuracy; the result depends on the row only (not on threads,
 // alignment or stride).
@@ -116,7 +120,7 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
 // s = x + residual rounded to T: written to sum_out and to buf (f32).
 template <DType T>
 void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt, RowStream* next) {
-  write_row<T>(sum_out, n, nt, [=](std::int64_t i, int m) {
+  write_row<T, true>(sum_out, n, nt, [=](std::int64_t i, int m) {
     if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(r, i));
     const vf16 s = vround<T>(ld<T>(x, i, m) + ld<T>(r, i, m));
     if (m == 16) vstore<DType::f32>(buf + i, s);
@@ -149,7 +153,7 @@ void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int6
     const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
     c.save(row, 0.f, rs);
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<W>(w, i, m); }, next);
+    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<W>(w, i, m); }, next);
   } else {
     // One pass from memory: Σ(x − K) and Σ(x − K)² about K = the mean of the first (up to) 64
     // elements, var = Σ(x − K)²/n − (μ − K)². Exact enough when (μ − K)² <= var (the shift then
@@ -167,7 +171,7 @@ void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int6
     const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
     c.save(row, mf, rs);
     const void* b = c.b;
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) {
+    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m) {
       return (ld<S>(src, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(b, i, m);
     }, next);
   }
@@ -181,7 +185,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
     // Long rows: exp computed twice (an f32 buffer of the row would take L2 from the rows).
     const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, next);
     const float inv = float(1.0 / s);
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, next);
+    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, next);
   } else if (kind == NormKind::softmax) {
     // e = exp(x − m) into buf, Σe; then y = e / Σe (a NaN in the row makes Σe, so y, NaN).
     double s = 0;
@@ -211,7 +215,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
   } else {
     const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, next);
     const float shift = float(double(m) + std::log(s));
-    write_row<T>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) - shift; }, next);
+    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) - shift; }, next);
   }
 }
 
@@ -297,7 +301,7 @@ void split_rows(const NormArgs& a, const Ctx& c) {
 #pragma omp barrier
         const float rs = float(1.0 / std::sqrt(total(p1[par]) / double(n) + double(c.eps)));
         if (t == 0) c.save(r, 0.f, rs);
-        write_row<T>(y, len, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) * rs * ld<W>(w, i, m); }, &next);
+        write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) * rs * ld<W>(w, i, m); }, &next);
       } else if (a.kind == NormKind::layer) {
         const std::int64_t nk = std::min<std::int64_t>(n, 64);
         const float kf = float(row_sum<T, false>(xr, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
@@ -316,7 +320,7 @@ void split_rows(const NormArgs& a, const Ctx& c) {
         }
         const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
         if (t == 0) c.save(r, mf, rs);
-        write_row<T>(y, len, c.nt, [=](std::int64_t i, int m) {
+        write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m) {
           return (ld<T>(x, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(bias, i, m);
         }, &next);
       } else {
@@ -329,10 +333,10 @@ void split_rows(const NormArgs& a, const Ctx& c) {
         const double s = total(p1[par]);
         if (a.kind == NormKind::softmax) {
           const float inv = float(1.0 / s);
-          write_row<T>(y, len, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, &next);
+          write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, &next);
         } else {
           const float shift = float(double(m) + std::log(s));
-          write_row<T>(y, len, c.nt, [=](std::int64_t i, int m2) { return ld<T>(x, i, m2) - shift; }, &next);
+          write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m2) { return ld<T>(x, i, m2) - shift; }, &next);
         }
       }
     }
