@@ -697,6 +697,21 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
   }
 }
 
+// The first N sums of a row's chunk states (5 floats each): lane l merges chunks l, l + 32, ...
+// in order, then the lanes combine in lane order.
+template <int N>
+__device__ __forceinline__ Sums<N> chunk_sums(const float* st, int chunks, bool live, int lane) {
+  const SumsMonoid<N> m;
+  Sums<N> acc = m.identity();
+  for (int i = lane; live && i < chunks; i += 32) {
+    Sums<N> e;
+#pragma unroll
+    for (int j = 0; j < N; ++j) e.v[j] = st[5 * i + j];
+    acc = m.combine(acc, e);
+  }
+  return group_reduce(acc, 32, m);
+}
+
 // One warp per row: lane l merges chunks l, l + 32, ... in order, then the lanes combine in lane
 // order (group_reduce); lane 0 writes the row's Coef. Saved: the chunks hold sums only, and the
 // row's μ / r come from `mean` / `rstd`.
@@ -710,16 +725,7 @@ bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks
   const float* st = states + 5 * (live ? r : 0) * chunks;
   Coef c{};
   if constexpr (Saved) {
-    constexpr int N = K == NormKind::layer ? 2 : 1;
-    const SumsMonoid<N> m;
-    Sums<N> acc = m.identity();
-    for (int i = lane; live && i < chunks; i += 32) {
-      Sums<N> e;
-#pragma unroll
-      for (int j = 0; j < N; ++j) e.v[j] = st[5 * i + j];
-      acc = m.combine(acc, e);
-    }
-    const Sums<N> tot = group_reduce(acc, 32, m);
+    const Sums<K == NormKind::layer ? 2 : 1> tot = chunk_sums<K == NormKind::layer ? 2 : 1>(st, chunks, live, lane);
     c.a = live ? rstd[r] : 0.f;
     if constexpr (K == NormKind::layer) {
       c.b = live ? mean[r] : 0.f;
@@ -740,15 +746,7 @@ bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks
     c.d = c.a * c.a * tot.sgx / float(n);
   } else {
     constexpr int N = K == NormKind::rms ? 2 : 1;
-    const SumsMonoid<N> m;
-    Sums<N> acc = m.identity();
-    for (int i = lane; live && i < chunks; i += 32) {
-      Sums<N> e;
-#pragma unroll
-      for (int j = 0; j < N; ++j) e.v[j] = st[5 * i + j];
-      acc = m.combine(acc, e);
-    }
-    const Sums<N> tot = group_reduce(acc, 32, m);
+    const Sums<N> tot = chunk_sums<N>(st, chunks, live, lane);
     if constexpr (K == NormKind::rms) {
       c.a = 1.0f / sqrtf(tot.v[0] / float(n) + eps);
       c.b = c.a * c.a * c.a * tot.v[N - 1] / float(n);
