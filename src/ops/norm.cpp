@@ -73,21 +73,18 @@ void check_stats(const char* where, NormKind kind, const NormStats& stats, const
     throw_argument_error(where, "mean", "absent (rms_norm keeps no mean)", "a tensor");
   mean = stats_of(where, "mean", stats.mean, x, rows);
   rstd = stats_of(where, "rstd", stats.rstd, x, rows);
-  for (auto [arg, t] : {std::pair{"mean", &stats.mean}, std::pair{"rstd", &stats.rstd}}) {
-    if (absent(*t) || rows == 0) continue;
-    for (auto [other, o] : others) {
-      if (!o || absent(*o) || o->numel() == 0) continue;
-      if (o->data == t->data)
-        throw_argument_error(where, arg, "memory apart from '" + std::string(other) + "'",
-                             "the same memory");
-      check::no_overlap(where, arg, *t, other, *o);
-    }
-  }
-  if (mean && rstd && rows > 0) {
-    if (mean == rstd)
-      throw_argument_error(where, "rstd", "memory apart from 'mean'", "the same memory");
-    check::no_overlap(where, "rstd", stats.rstd, "mean", stats.mean);
-  }
+  // no_overlap allows exact aliasing (in-place outputs); statistics may not alias anything.
+  auto apart = [&](const char* arg, const TensorView& t, const char* other, const TensorView& o) {
+    if (absent(t) || absent(o) || rows == 0 || o.numel() == 0) return;
+    if (o.data == t.data)
+      throw_argument_error(where, arg, "memory apart from '" + std::string(other) + "'",
+                           "the same memory");
+    check::no_overlap(where, arg, t, other, o);
+  };
+  for (auto [arg, t] : {std::pair{"mean", &stats.mean}, std::pair{"rstd", &stats.rstd}})
+    for (auto [other, o] : others)
+      if (o) apart(arg, *t, other, *o);
+  apart("rstd", stats.rstd, "mean", stats.mean);
 }
 
 void run(NormKind kind, const char* where, const TensorView& x, const TensorView& weight,
