@@ -673,6 +673,13 @@ __device__ __forceinline__ void seg_range(const Args<T>& a, u64 s, u64& lo, u64&
   hi = std::min(a.n, a.head_elems + (s + 1) * u64(kSeg));
 }
 
+// Zeroes lr_sort_top's bin and chunk counts, thread `from` of `step`.
+template <class T>
+__device__ __forceinline__ void clear_bins(const Args<T>& a, u64 from, u64 step) {
+  for (u64 i = from; i < u64(kBins); i += step) a.binhist[i] = 0;
+  for (u64 i = from; i < u64(kChunks); i += step) a.chunkhist[chunk_slot(i)] = 0;
+}
+
 // All blocks of the grid wait here; target = gridDim.x * (number of this barrier, from 1).
 __device__ __forceinline__ void grid_barrier(u32* counter, u32& passed) {
   __syncthreads();
@@ -711,8 +718,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   for (u64 i = gtid; i < sizeof(Head) / sizeof(u32); i += gthreads) reinterpret_cast<u32*>(a.head)[i] = 0;
   for (u64 i = gtid; i < a.segs; i += gthreads) a.seg_eq[i] = 0;
   // lr_filter counts its candidates' bins (lr_sort_top's, under cand_digit) as it appends them.
-  for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
-  for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[chunk_slot(i)] = 0;
+  clear_bins(a, gtid, gthreads);
   u32 key[P];
   bool valid[P];
 #pragma unroll
@@ -1235,8 +1241,7 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
     }
     publish_range(hi, nlo, &a.head->sel_hi, &a.head->sel_nlo);
     grid_barrier(&a.head->barrier, passed);  // every block has read the top bin's count
-    for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
-    for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[chunk_slot(i)] = 0;
+    clear_bins(a, gtid, gthreads);
     grid_barrier(&a.head->barrier, passed);
     digit = range_digit(~__ldcg(&a.head->sel_nlo), __ldcg(&a.head->sel_hi));
     return false;
@@ -1279,8 +1284,7 @@ __global__ void __launch_bounds__(kThreads, 2) lr_tail(Args<T> a) {
     u32* gh = a.chist + level * 4096;
     for (int i = t; i < bins; i += kThreads) sm.hist[i] = 0;
     if (level == 0) {  // the filter's bin counts do not describe this selection
-      for (u64 i = gtid; i < u64(kBins); i += gthreads) a.binhist[i] = 0;
-      for (u64 i = gtid; i < u64(kChunks); i += gthreads) a.chunkhist[chunk_slot(i)] = 0;
+      clear_bins(a, gtid, gthreads);
     }
     if (level == 1)  // everyone has read the tie counts (a barrier passed): reuse them
       for (u64 i = gtid; i < a.segs; i += gthreads) a.seg_eq[i] = 0;
