@@ -596,7 +596,7 @@ struct Args {
   u64* tmp;        // (cap)
   u32* binhist;    // (kBins)
   u32* chunkhist;  // (kChunks · kChunkPad): chunk c at chunk_slot(c)
-  u64* binoff;     // (kBins) offset << 32 | count
+  u64* binoff;     // (kBins) offset << 32 | count; the scatter advances the offset by count
   u64* big;        // (k / 32 + 2) offset << 32 | count
   u32* chist;      // (3 * 4096) path C's digit histograms
   T* values;
@@ -877,6 +877,8 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
   if (m == 0 || kk == 0) return;
   const int t = threadIdx.x;
   const u64 gtid = u64(blockIdx.x) * kThreads + t, gthreads = u64(gridDim.x) * kThreads;
+  // The scatter's first composite per thread, loaded now: it waits for nothing that follows.
+  const u64 first = gtid < m ? __ldcg(src + gtid) : 0;
   if (!counted) {
     for (int i = t; i < kChunks; i += kThreads) sm.chunk[i] = 0;
     __syncthreads();
@@ -891,7 +893,11 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     grid_barrier(&a.head->barrier, passed);
   }
   trace_at(a.trace, kTailHist);
-  // Elements in chunks above each chunk (every block), then the bins of this block's chunks.
+  // Elements in chunks above each chunk (every block), then the bins of this block's chunks
+  // (the first chunk's counts loaded beside the chunk counts).
+  const u64 first_bins = blockIdx.x < u32(kChunks) && t < kChunkBins
+                             ? __ldcg(&a.binhist[blockIdx.x * kChunkBins + kChunkBins - 1 - t])
+                             : 0;
   {
     const u64 cs = t < kChunks ? __ldcg(&a.chunkhist[chunk_slot(kChunks - 1 - t)]) : 0;
     u64 ab = 0;
@@ -903,7 +909,7 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     const u32 base = sm.above[j];
     if (base >= kk) continue;
     const u32 d = u32(j * kChunkBins + kChunkBins - 1 - t);
-    const u64 c = t < kChunkBins ? __ldcg(&a.binhist[d]) : 0;
+    const u64 c = j == int(blockIdx.x) ? first_bins : t < kChunkBins ? __ldcg(&a.binhist[d]) : 0;
     u64 ex = 0;
     Scan(sm.scan).ExclusiveSum(c, ex);
     if (t < kChunkBins) {
@@ -916,14 +922,15 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
   }
   grid_barrier(&a.head->barrier, passed);
   trace_at(a.trace, kTailOffsets);
+  // Each composite takes its bin's next slot: the offset field of binoff is the cursor (it ends
+  // at offset + count). The entries of bins that start at or after kk are placed too where their
+  // chunk is needed, harmlessly: every slot is below m.
   for (u64 i = gtid; i < m; i += gthreads) {
-    const u64 c = __ldcg(src + i);
+    const u64 c = i == gtid ? first : __ldcg(src + i);
     const u32 d = digit(c);
     if (sm.above[d / kChunkBins] >= kk) continue;
-    const u64 off = __ldcg(&a.binoff[d]) >> 32;
-    if (off >= kk) continue;
-    const u32 left = atomicSub(&a.binhist[d], 1u);  // slots from the bin's end
-    __stcg(&a.tmp[off + left - 1], c);
+    const u64 pos = atomicAdd(reinterpret_cast<unsigned long long*>(&a.binoff[d]), 1ull << 32) >> 32;
+    __stcg(&a.tmp[pos], c);
   }
   grid_barrier(&a.head->barrier, passed);
   trace_at(a.trace, kTailScatter);
@@ -953,7 +960,7 @@ __device__ void lr_sort_top(const Args<T>& a, Smem& sm, const u64* src, u64 m, u
     const u64 e = __ldcg(&a.binoff[digit(c)]);
     const u32 cnt = u32(e);
     if (cnt > u32(kRankBin)) continue;
-    const u64 off = e >> 32;
+    const u64 off = (e >> 32) - cnt;  // the scatter advanced it by the bin's count
     u32 rank = 0;
     for (u32 j0 = 0; j0 < cnt; j0 += 16) {  // 16 loads in flight at a time
       u64 v[16];
@@ -1497,7 +1504,12 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   lr_grids<T>(device, grid_filter, grid_tail);
   // Four sampled keys per thread where 65536 would expect more than 16 of the top k: the
   // margin shrinks relative to the count (k = 1e5 of 1e8: 1.7 k candidates → about 1.4 k).
-  const int per_thread = double(k) * kSample > 16.0 * double(n) ? 4 : 1;
+  static const int per_thread_hook = [] {  // dev hook for A/B timing: SIXFOLD_TOPK_SAMPLE_PER=1|2|4
+    const char* e = std::getenv("SIXFOLD_TOPK_SAMPLE_PER");
+    const int v = e ? std::atoi(e) : 0;
+    return v == 1 || v == 2 || v == 4 ? v : 0;
+  }();
+  const int per_thread = per_thread_hook ? per_thread_hook : double(k) * kSample > 16.0 * double(n) ? 4 : 1;
   const u32 count = u32(std::min<u64>(n, u64(kSample) * per_thread));
   u32 want = u32(k);
   if (count < n) {
@@ -1569,7 +1581,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     if (stop != 6) {
       cfg.gridDim = dim3(unsigned((count + kSampleThreads * per_thread - 1) / (kSampleThreads * per_thread)));
       cfg.blockDim = dim3(kSampleThreads);
-      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : lr_sample<T, 1>, r, count, want, stride), kWhere);
+      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : per_thread == 2 ? lr_sample<T, 2> : lr_sample<T, 1>, r, count, want, stride), kWhere);
     }
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
     if (stop != 1)
