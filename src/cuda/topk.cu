@@ -721,11 +721,17 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   clear_bins(a, gtid, gthreads);
   u32 key[P];
   bool valid[P];
+  // Run r starts at r · stride, plus its share of the elements past runs · stride (a multiple
+  // of kSampleSector), so the last run ends within a stride of the row's end: sorted rows keep
+  // their largest keys in the sample.
+  const u64 runs = std::max<u64>(1, count / kSampleSector), spare = a.n - runs * stride;
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const u32 s = (u32(p) * gridDim.x + blockIdx.x) * kSampleThreads + t;
+    const u64 r = s / kSampleSector;
     valid[p] = s < count;
-    key[p] = valid[p] ? order_key(a.x[u64(s / kSampleSector) * stride + s % kSampleSector]) ^ a.flip : 0u;
+    key[p] = valid[p] ? order_key(a.x[r * stride + (r * spare / runs & ~u64(kSampleSector - 1)) + s % kSampleSector]) ^ a.flip
+                      : 0u;
   }
   {
     u32 m = 0;
@@ -1517,7 +1523,8 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     want = u32(std::clamp(std::ceil(lr_margin() * expect + 4.0 * std::sqrt(expect) + 8.0), 1.0, double(count)));
   }
   const u64 per = (n + count - 1) / count;
-  // Run r of the sample starts at r · stride (the whole row, in order, when count = n).
+  // Run r of the sample starts near r · stride (the whole row, in order, when count = n; see
+  // lr_sample for the spare elements past the last stride).
   const u64 stride = count < n ? n / (count / kSampleSector) / kSampleSector * kSampleSector : kSampleSector;
   // Room for 4× the expected candidates, and for sorted rows, where thr falls inside a run
   // and everything up to the next run's start is above it (2 strides).
