@@ -505,14 +505,19 @@ Shape make_shape(int cw, int warps, int k, int elem_bytes, std::int64_t d, std::
 }
 
 // Default launch shape. Every block reads one B/C group, so W·Cw must divide d / groups. Cw: the
-// widest power of two (≤ 8) that still leaves ~12 warps per SM (time segments give the
-// parallelism that channels lack); W: up to 8 (more channels share each staged B/C element).
+// widest power of two (≤ 4) that still leaves ~11 warps per SM (time segments give the
+// parallelism that channels lack). W (8, 4, 2 or 1): the one whose blocks fill the SMs' last
+// round best, time counted as rounds of blocks per SM times warps per block (the larger W on
+// ties: more channels share each staged B/C element). From the H200 sweep of session 4 (v5):
+// the previous rule (Cw ≤ 8, ~12 warps per SM, the largest W) gave Cw 8 / W 8 on b8 d2048
+// (0.849 ms against 0.824 for Cw 4 / W 8) and Cw 2 / W 8 on b4 d1536 (2.205 against 2.070 for
+// Cw 4 / W 4: 192 blocks of 8 warps leave 72 of the 132 SMs one block short).
 SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, SelectiveScanLaunch l) {
   const std::int64_t per_group = a.d / a.groups, channels = a.batch * a.d;
+  const std::int64_t sms = sm_count(device);
   if (!l.channels_per_warp) {
-    const std::int64_t want_warps = 12 * std::int64_t(sm_count(device));
     int cw = 1;
-    while (cw < 8 && per_group % (2 * cw) == 0 && channels / (2 * cw) >= want_warps) cw *= 2;
+    while (cw < 4 && per_group % (2 * cw) == 0 && channels / (2 * cw) >= 11 * sms) cw *= 2;
     // Dev/test hook: SIXFOLD_SSCAN_CW=c forces the widest power of two <= c that divides the
     // group (the tests' small shapes would otherwise always get Cw = 1).
     if (const char* e = std::getenv("SIXFOLD_SSCAN_CW")) {
@@ -523,9 +528,17 @@ SelectiveScanLaunch choose_launch(const SelectiveScanArgs& a, int device, Select
     l.channels_per_warp = cw;
   }
   if (!l.warps) {
-    int w = kMaxWarps;
-    while (w > 1 && per_group % (std::int64_t(w) * l.channels_per_warp) != 0) --w;
-    l.warps = w;
+    const std::int64_t warps = channels / l.channels_per_warp;
+    double best = -1.0;
+    for (int w = kMaxWarps; w >= 1; w /= 2) {
+      if (per_group % (std::int64_t(w) * l.channels_per_warp) != 0) continue;
+      const std::int64_t blocks = warps / w, rounds = (blocks + sms - 1) / sms;
+      const double fill = double(warps) / double(rounds * sms * w);
+      if (fill > best + 0.02) {
+        best = fill;
+        l.warps = w;
+      }
+    }
   }
   return l;
 }
