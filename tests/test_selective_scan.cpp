@@ -350,6 +350,12 @@ std::vector<StepCase> step_cases() {
   all.push_back(c);
   c.batch = 64; c.d = 256; c.n = 16; c.groups = 8; c.has_z = true;
   all.push_back(c);
+  // A decoding batch of serving size: 83968 rows (1312 CUDA blocks), groups of 512 channels.
+  c.batch = 41; c.d = 2048; c.groups = 4; c.has_D = c.has_bias = c.softplus = true;
+  all.push_back(c);
+  // More batch rows than a CUDA grid's y dimension holds (65535).
+  c.batch = 70001; c.d = 3; c.n = 4; c.groups = 1;
+  all.push_back(c);
   return all;
 }
 
