@@ -336,6 +336,10 @@ std::vector<BwdCase> bwd_cases() {
       all.push_back({k, t, 70, 1024, true, false, 0, 2});      // many rows, dx = x
       all.push_back({k, t, 5, 30000, true, true, 2, 0});       // long strided rows, f32 grads
       all.push_back({k, t, 300, 96, true, false});             // short rows, many row groups
+      if (k == NormKind::layer) {  // row groups of 5: the CPU's batches of 4 rows, then one
+        all.push_back({k, t, 261, 4096, true, false, 3, 2});                  // strided, dx = x
+        all.push_back({k, t, 261, 4096, true, true, 0, 1, 1.0, false, 1});   // dx = dy, saved
+      }
       if (k == NormKind::softmax || k == NormKind::log_softmax || t != DType::f16)
         all.push_back({k, t, 4, 1000, true, false, 0, 0, 1e4});  // huge inputs / logits
       if (k == NormKind::softmax || k == NormKind::log_softmax) {

@@ -425,6 +425,43 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
   part(i, n);
 }
 
+// write_row for R rows of the same length in one pass: g(i, m, v) fills v[0, R) with the chunk
+// at i of each row (so per-column data shared by the rows, such as gradient partials, is loaded
+// and stored once per chunk instead of once per row). Non-temporal stores need every row at the
+// same offset from a 64-byte boundary; otherwise the stores are plain. The prefetch stream steps
+// R elements per column.
+template <DType T, int R, bool kNanLowZero = false, class G>
+inline void write_rows(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
+  for (int j = 0; j < R; ++j) nt = nt && reinterpret_cast<std::uintptr_t>(dst[j]) % kElemBytes<T> == 0;
+  std::int64_t head = nt ? head_to_align<T>(dst[0], n) : 0;
+  for (int j = 1; j < R; ++j) nt = nt && head_to_align<T>(dst[j], n) == head;
+  if (!nt) head = 0;
+  auto part = [&](std::int64_t i, std::int64_t end) {  // [i, end), plain stores
+    for (; i < end; i += 16) {
+      const int m = int(std::min<std::int64_t>(16, end - i));
+      vf16 v[R];
+      g(i, m, v);
+      for (int j = 0; j < R; ++j) {
+        if (m == 16) vstore<T>(at<T>(dst[j], i), v[j]);
+        else vstore_part<T>(at<T>(dst[j], i), m, v[j]);
+      }
+    }
+  };
+  part(0, head);
+  std::int64_t i = head;
+  while (i + 32 <= n) {  // blocks of up to 1024 columns, then the prefetch steps
+    const std::int64_t start = i, stop = i + std::min<std::int64_t>(1024, (n - i) / 32 * 32);
+    for (; i < stop; i += 32) {
+      vf16 a[R], b[R];
+      g(i, 16, a);
+      g(i + 16, 16, b);
+      for (int j = 0; j < R; ++j) vstore2<T, kNanLowZero>(at<T>(dst[j], i), a[j], b[j], nt);
+    }
+    if (next) next->step((stop - start) * R);
+  }
+  part(i, n);
+}
+
 // 1/q on 16 lanes for finite q whose reciprocal is a normal number: vrcp14ps and one
 // Newton step (relative error ~2^-28), instead of a divide (vdivps: one per ~10 cycles here).
 inline vf16 vrcp(vf16 q) {
