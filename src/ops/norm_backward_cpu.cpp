@@ -11,7 +11,7 @@
 //   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy   (pass A, pass C)
 //
 // Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward). dx is
-// written with write_row<T, true> for the forward's reason (norm_cpu.cpp).
+// written with write_rows<T, R, true> for the forward's reason (norm_cpu.cpp).
 // dw/db are a Sum over rows, reduced deterministically: the rows are cut into a fixed number of
 // consecutive groups (a function of rows and n only, never of the thread count), each group
 // sums its rows in order into its own f32 partial, and the partials are added in group order
@@ -56,31 +56,6 @@ struct Row {
   void* dx;
   std::int64_t r;  // row index (saved statistics)
 };
-
-// Pass C of rms/layer: dx = r·(g − mean(g) − (x − μ)·k), dw += dy·(x − μ)·r, db += dy (μ and
-// mean(g) are 0 for rms: not subtracted).
-template <DType T, bool Layer, bool Dw, bool Db>
-void backward_write(void* dx, const void* x, const void* dy, const float* w, float* dw, float* db, std::int64_t n,
-                    float mf, float rs, float k, float mean_g, bool nt, RowStream* next) {
-  write_row<T, true>(dx, n, nt, [=](std::int64_t i, int m) {
-    vf16 xc = ld<T>(x, i, m);
-    if constexpr (Layer) xc -= mf;
-    const vf16 d = ld<T>(dy, i, m);
-    if constexpr (Dw) {
-      const vf16 v = ld<DType::f32>(dw, i, m) + d * (xc * rs);
-      if (m == 16) vstore<DType::f32>(dw + i, v);
-      else vstore_part<DType::f32>(dw + i, m, v);
-    }
-    if constexpr (Db) {
-      const vf16 v = ld<DType::f32>(db, i, m) + d;
-      if (m == 16) vstore<DType::f32>(db + i, v);
-      else vstore_part<DType::f32>(db + i, m, v);
-    }
-    vf16 g = d * ld<DType::f32>(w, i, m);
-    if constexpr (Layer) g -= mean_g;
-    return rs * (g - xc * k);
-  }, next);
-}
 
 // A row's terms of pass C: dx = rs·(g − mean_g − (x − mf)·k) (mf and mean_g 0 for rms).
 struct RowTerms {
@@ -142,50 +117,30 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* 
   return t;
 }
 
-template <DType T>
-void norm_backward_row(const NormBackwardArgs& a, const Row& row, const float* w, float* dw, float* db,
-                       bool nt, RowStream* next) {
-  const std::int64_t n = a.x.n;
-  const RowTerms t = backward_terms<T>(a, row, w, next);
-  const void* x = row.x;
-  const void* dy = row.dy;
-  const int grads = (dw ? 1 : 0) | (db ? 2 : 0);
-  if (a.kind == NormKind::layer) {
-    switch (grads) {
-      case 0: return backward_write<T, true, false, false>(row.dx, x, dy, w, dw, db, n, t.mf, t.rs, t.k, t.mean_g, nt, next);
-      case 1: return backward_write<T, true, true, false>(row.dx, x, dy, w, dw, db, n, t.mf, t.rs, t.k, t.mean_g, nt, next);
-      case 2: return backward_write<T, true, false, true>(row.dx, x, dy, w, dw, db, n, t.mf, t.rs, t.k, t.mean_g, nt, next);
-      default: return backward_write<T, true, true, true>(row.dx, x, dy, w, dw, db, n, t.mf, t.rs, t.k, t.mean_g, nt, next);
-    }
-  }
-  if (dw) return backward_write<T, false, true, false>(row.dx, x, dy, w, dw, db, n, t.mf, t.rs, t.k, t.mean_g, nt, next);
-  backward_write<T, false, false, false>(row.dx, x, dy, w, dw, db, n, t.mf, t.rs, t.k, t.mean_g, nt, next);
-}
-
-// kBatch consecutive rows of one row group: pass A of each, then one pass C over all of them,
-// so the group's dw / db partials and w are loaded and stored once per chunk instead of once
-// per row. The same operations in the same order per element as row by row: the same bits.
-constexpr int kBatch = 4;
-template <DType T, bool Layer, bool Dw, bool Db>
-void backward_write_batch(const Row (&rows)[kBatch], const RowTerms (&t)[kBatch], const float* w, float* dw,
-                          float* db, std::int64_t n, bool nt, RowStream* next) {
-  void* const dst[kBatch] = {rows[0].dx, rows[1].dx, rows[2].dx, rows[3].dx};
+// Pass C of rms/layer over R rows of one row group at once: dx = rs·(g − mean_g − (x − mf)·k),
+// dw += dy·(x − mf)·rs, db += dy, with the group's dw / db partials and w loaded and stored once
+// per chunk for all R rows. Each element's updates come in row order, so any R gives the bits of
+// row by row (R = 1).
+template <DType T, int R, bool Layer, bool Dw, bool Db>
+void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const float* w, float* dw, float* db,
+                    std::int64_t n, bool nt, RowStream* next) {
   // Copies the lambda holds by value (no reloads after each store to dw / db, which the
   // compiler could not tell apart from them).
-  const void* xs[kBatch];
-  const void* dys[kBatch];
-  float mf[kBatch], rs[kBatch], k[kBatch], mean_g[kBatch];
-  for (int j = 0; j < kBatch; ++j) {
-    xs[j] = rows[j].x, dys[j] = rows[j].dy;
+  void* dst[R];
+  const void* xs[R];
+  const void* dys[R];
+  float mf[R], rs[R], k[R], mean_g[R];
+  for (int j = 0; j < R; ++j) {
+    dst[j] = rows[j].dx, xs[j] = rows[j].x, dys[j] = rows[j].dy;
     mf[j] = t[j].mf, rs[j] = t[j].rs, k[j] = t[j].k, mean_g[j] = t[j].mean_g;
   }
-  write_rows<T, kBatch, true>(dst, n, nt, [=](std::int64_t i, int m, vf16* out) {
+  write_rows<T, R, true>(dst, n, nt, [=](std::int64_t i, int m, vf16* out) {
     vf16 dwv{}, dbv{};
     if constexpr (Dw) dwv = ld<DType::f32>(dw, i, m);
     if constexpr (Db) dbv = ld<DType::f32>(db, i, m);
     const vf16 wv = ld<DType::f32>(w, i, m);
 #pragma GCC unroll 4
-    for (int j = 0; j < kBatch; ++j) {
+    for (int j = 0; j < R; ++j) {
       vf16 xc = ld<T>(xs[j], i, m);
       if constexpr (Layer) xc -= mf[j];
       const vf16 d = ld<T>(dys[j], i, m);
@@ -206,23 +161,28 @@ void backward_write_batch(const Row (&rows)[kBatch], const RowTerms (&t)[kBatch]
   }, next);
 }
 
-template <DType T>
-void norm_backward_batch(const NormBackwardArgs& a, const Row (&rows)[kBatch], const float* w, float* dw, float* db,
-                         bool nt, RowStream* next) {
+// R rows of one row group (R = 1: row by row; kBatch: LayerNorm batches, see
+// norm_backward_rows): pass A of each, then one pass C.
+constexpr int kBatch = 4;
+template <DType T, int R>
+void norm_backward_pass(const NormBackwardArgs& a, const Row (&rows)[R], const float* w, float* dw, float* db,
+                        bool nt, RowStream* next) {
   const std::int64_t n = a.x.n;
-  RowTerms t[kBatch];
-  for (int j = 0; j < kBatch; ++j) t[j] = backward_terms<T>(a, rows[j], w, next);
+  RowTerms t[R];
+  for (int j = 0; j < R; ++j) t[j] = backward_terms<T>(a, rows[j], w, next);
   const int grads = (dw ? 1 : 0) | (db ? 2 : 0);
   if (a.kind == NormKind::layer) {
     switch (grads) {
-      case 0: return backward_write_batch<T, true, false, false>(rows, t, w, dw, db, n, nt, next);
-      case 1: return backward_write_batch<T, true, true, false>(rows, t, w, dw, db, n, nt, next);
-      case 2: return backward_write_batch<T, true, false, true>(rows, t, w, dw, db, n, nt, next);
-      default: return backward_write_batch<T, true, true, true>(rows, t, w, dw, db, n, nt, next);
+      case 0: return backward_write<T, R, true, false, false>(rows, t, w, dw, db, n, nt, next);
+      case 1: return backward_write<T, R, true, true, false>(rows, t, w, dw, db, n, nt, next);
+      case 2: return backward_write<T, R, true, false, true>(rows, t, w, dw, db, n, nt, next);
+      default: return backward_write<T, R, true, true, true>(rows, t, w, dw, db, n, nt, next);
     }
   }
-  if (dw) return backward_write_batch<T, false, true, false>(rows, t, w, dw, db, n, nt, next);
-  backward_write_batch<T, false, false, false>(rows, t, w, dw, db, n, nt, next);
+  if constexpr (R == 1) {  // rms: row by row only
+    if (dw) return backward_write<T, 1, false, true, false>(rows, t, w, dw, db, n, nt, next);
+    backward_write<T, 1, false, false, false>(rows, t, w, dw, db, n, nt, next);
+  }
 }
 
 template <DType T>
@@ -293,11 +253,12 @@ void norm_backward_rows(const NormBackwardArgs& a) {
       if (batch)
         for (; r + kBatch <= end; r += kBatch) {
           const Row batch_rows[kBatch] = {row_at(r), row_at(r + 1), row_at(r + 2), row_at(r + 3)};
-          norm_backward_batch<T>(a, batch_rows, w.data(), dw, db, nt, &next);
+          norm_backward_pass<T, kBatch>(a, batch_rows, w.data(), dw, db, nt, &next);
         }
       for (; r < end; ++r) {
-        if (norm) norm_backward_row<T>(a, row_at(r), w.data(), dw, db, nt, &next);
-        else softmax_backward_row<T>(a, row_at(r), nt, &next);
+        const Row one[1] = {row_at(r)};
+        if (norm) norm_backward_pass<T, 1>(a, one, w.data(), dw, db, nt, &next);
+        else softmax_backward_row<T>(a, one[0], nt, &next);
       }
     }
     if (nt) stream_fence();

@@ -396,40 +396,14 @@ struct RowStream {
   }
 };
 
-// Writes the n elements of the row at dst (element type T): the chunk at i with m lanes is
-// g(i, m) (m == 16 in the body, which inlining specializes). With nt (and dst aligned to the
-// element size) the body is written with non-temporal stores from dst's 64-byte boundary on.
-// The prefetch stream steps after each block of up to 1024 elements. kNanLowZero (bf16): the
-// body's NaNs have zero low halves (see bf16_round_hi).
-template <DType T, bool kNanLowZero = false, class G>
-inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
-  nt = nt && reinterpret_cast<std::uintptr_t>(dst) % kElemBytes<T> == 0;
-  const std::int64_t head = nt ? head_to_align<T>(dst, n) : 0;
-  auto part = [&](std::int64_t i, std::int64_t end) {  // [i, end), plain stores
-    for (; i < end; i += 16) {
-      const int m = int(std::min<std::int64_t>(16, end - i));
-      if (m == 16) vstore<T>(at<T>(dst, i), g(i, 16));
-      else vstore_part<T>(at<T>(dst, i), m, g(i, m));
-    }
-  };
-  part(0, head);
-  std::int64_t i = head;
-  while (i + 32 <= n) {  // blocks of up to 1024 elements, then the prefetch steps
-    const std::int64_t start = i, stop = i + std::min<std::int64_t>(1024, (n - i) / 32 * 32);
-    for (; i < stop; i += 32) {
-      const vf16 a = g(i, 16), b = g(i + 16, 16);
-      vstore2<T, kNanLowZero>(at<T>(dst, i), a, b, nt);
-    }
-    if (next) next->step(stop - start);
-  }
-  part(i, n);
-}
-
-// write_row for R rows of the same length in one pass: g(i, m, v) fills v[0, R) with the chunk
-// at i of each row (so per-column data shared by the rows, such as gradient partials, is loaded
-// and stored once per chunk instead of once per row). Non-temporal stores need every row at the
-// same offset from a 64-byte boundary; otherwise the stores are plain. The prefetch stream steps
-// R elements per column.
+// Writes the n elements of each of R rows of the same length at dst[0, R) (element type T) in
+// one pass: g(i, m, v) fills v[0, R) with the chunk at i of each row (m lanes; m == 16 in the
+// body, which inlining specializes), so per-column data the rows share, such as gradient
+// partials, is loaded and stored once per chunk. With nt (every row aligned to the element size
+// and at the same offset from a 64-byte boundary) the body is written with non-temporal stores
+// from that boundary on; otherwise plainly. The prefetch stream steps R elements per column
+// after each block of up to 1024 columns. kNanLowZero (bf16): the body's NaNs have zero low
+// halves (see bf16_round_hi).
 template <DType T, int R, bool kNanLowZero = false, class G>
 inline void write_rows(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
   for (int j = 0; j < R; ++j) nt = nt && reinterpret_cast<std::uintptr_t>(dst[j]) % kElemBytes<T> == 0;
@@ -460,6 +434,13 @@ inline void write_rows(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, Ro
     if (next) next->step((stop - start) * R);
   }
   part(i, n);
+}
+
+// One row: the chunk at i with m lanes is g(i, m).
+template <DType T, bool kNanLowZero = false, class G>
+inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
+  void* const one[1] = {dst};
+  write_rows<T, 1, kNanLowZero>(one, n, nt, [&](std::int64_t i, int m, vf16* v) { v[0] = g(i, m); }, next);
 }
 
 // 1/q on 16 lanes for finite q whose reciprocal is a normal number: vrcp14ps and one
