@@ -11,14 +11,7 @@
 #include <functional>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
+#include "../cuda_check.cuh"
 
 __global__ void empty(int* p) {
   if (p && threadIdx.x == 0 && blockIdx.x == 0) *p = 1;

@@ -21,18 +21,11 @@
 #include <vector>
 
 #include "../../src/cuda/ptx_sync.cuh"
+#include "../cuda_check.cuh"
 
 using u32 = std::uint32_t;
 using u64 = unsigned long long;
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 __device__ __forceinline__ u32 key_of(u32 u) {
   const float v = __uint_as_float(u);
