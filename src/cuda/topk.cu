@@ -1510,10 +1510,10 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
   lr_grids<T>(device, grid_filter, grid_tail);
   // Four sampled keys per thread where 65536 would expect more than 16 of the top k: the
   // margin shrinks relative to the count (k = 1e5 of 1e8: 1.7 k candidates → about 1.4 k).
-  static const int per_thread_hook = [] {  // dev hook for A/B timing: SIXFOLD_TOPK_SAMPLE_PER=1|2|4
+  static const int per_thread_hook = [] {  // dev hook for A/B timing: SIXFOLD_TOPK_SAMPLE_PER=1|4
     const char* e = std::getenv("SIXFOLD_TOPK_SAMPLE_PER");
     const int v = e ? std::atoi(e) : 0;
-    return v == 1 || v == 2 || v == 4 ? v : 0;
+    return v == 1 || v == 4 ? v : 0;
   }();
   const int per_thread = per_thread_hook ? per_thread_hook : double(k) * kSample > 16.0 * double(n) ? 4 : 1;
   const u32 count = u32(std::min<u64>(n, u64(kSample) * per_thread));
@@ -1588,7 +1588,7 @@ void run_long_rows(const TopKArgs& a, cudaStream_t stream) {
     if (stop != 6) {
       cfg.gridDim = dim3(unsigned((count + kSampleThreads * per_thread - 1) / (kSampleThreads * per_thread)));
       cfg.blockDim = dim3(kSampleThreads);
-      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : per_thread == 2 ? lr_sample<T, 2> : lr_sample<T, 1>, r, count, want, stride), kWhere);
+      check_cuda(cudaLaunchKernelEx(&cfg, per_thread == 4 ? lr_sample<T, 4> : lr_sample<T, 1>, r, count, want, stride), kWhere);
     }
     // The filter: a programmatic dependent of the sample (its first loads overlap the sample).
     if (stop != 1)
