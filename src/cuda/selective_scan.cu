@@ -432,30 +432,41 @@ __device__ __forceinline__ void load_pack(const T* p, float (&v)[kVec]) {
   }
 }
 
-template <class T, int kLanes, int kVec>
+// Every load of a row's first pack (state, A, B, C) is issued before x, Δ and softplus, whose
+// results the pack's arithmetic waits for: the state, the bytes that matter, must not queue
+// behind a second round trip (one thread per lane lives for one pack at n = 16, 12 waves of
+// them per call). Row indices in 32 bits when batch·d fits (one division instead of three
+// 64-bit ones).
+template <class T, int kLanes, int kVec, class Index>
 __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateArgs a) {
-  const std::int64_t row = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
+  const Index row = Index((std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes);
   const int l = threadIdx.x % kLanes;
-  const bool ok = row < a.batch * a.d;
-  const std::int64_t r = ok ? row : 0, b = r / a.d, c = r % a.d, g = c / (a.d / a.groups);
+  const Index d = Index(a.d);
+  const bool ok = std::int64_t(row) < a.batch * a.d;
+  const Index r = ok ? row : 0, b = r / d, c = r - b * d, g = c / (d / Index(a.groups));
   const int n = int(a.n);
+  const T* Bp = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1];
+  const T* Cp = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1];
+  float* h = a.state + std::int64_t(r) * n;
+  const float* A = a.A + std::int64_t(c) * n;
+  const int s0 = l * kVec;
+  float hv[kVec], Av[kVec], Bv[kVec], Cv[kVec];
+  const auto load = [&](int s) {
+    load_pack<float, kVec>(h + s, hv);
+    load_pack<float, kVec>(A + s, Av);
+    load_pack<T, kVec>(Bp + s, Bv);
+    load_pack<T, kVec>(Cp + s, Cv);
+  };
+  if (ok && s0 < n) load(s0);
   const float x = to_f32(static_cast<const T*>(a.x)[b * a.x_stride[0] + c * a.x_stride[1]]);
   float dt = to_f32(static_cast<const T*>(a.dt)[b * a.dt_stride[0] + c * a.dt_stride[1]]) +
              (a.dt_bias ? a.dt_bias[c] : 0.0f);
-  if (a.dt_softplus) dt = dt <= 20.0f ? log1pf(__expf(dt)) : dt;
-  const T* Bp = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1];
-  const T* Cp = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1];
-  float* h = a.state + r * n;
-  const float* A = a.A + c * n;
+  if (a.dt_softplus) dt = dt <= 20.0f ? softplus_fast(dt) : dt;  // mamba's threshold
   const float dtl = dt * 1.4426950408889634f, dx = dt * x;
   float y = 0.0f;
   if (ok)
-    for (int s = l * kVec; s < n; s += kLanes * kVec) {
-      float hv[kVec], Av[kVec], Bv[kVec], Cv[kVec];
-      load_pack<float, kVec>(h + s, hv);
-      load_pack<float, kVec>(A + s, Av);
-      load_pack<T, kVec>(Bp + s, Bv);
-      load_pack<T, kVec>(Cp + s, Cv);
+    for (int s = s0; s < n; s += kLanes * kVec) {
+      if (s != s0) load(s);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         hv[i] = ex2(dtl * Av[i]) * hv[i] + dx * Bv[i];
@@ -628,8 +639,11 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
   const int lanes = vec ? 4 : 8;
   const std::int64_t threads = a.batch * a.d * lanes;
   const unsigned blocks = unsigned((threads + 255) / 256);
-  if (vec) selective_state_update_rows<T, 4, 4><<<blocks, 256, 0, s>>>(a);
-  else selective_state_update_rows<T, 8, 1><<<blocks, 256, 0, s>>>(a);
+  const bool narrow = a.batch * a.d <= 0x7fffffff;
+  if (vec && narrow) selective_state_update_rows<T, 4, 4, std::uint32_t><<<blocks, 256, 0, s>>>(a);
+  else if (vec) selective_state_update_rows<T, 4, 4, std::int64_t><<<blocks, 256, 0, s>>>(a);
+  else if (narrow) selective_state_update_rows<T, 8, 1, std::uint32_t><<<blocks, 256, 0, s>>>(a);
+  else selective_state_update_rows<T, 8, 1, std::int64_t><<<blocks, 256, 0, s>>>(a);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // reference loops (the naive row), on the CPU and, where usable, on the GPU (PyTorch's kernels
 // are timed beside these by bench/torch_norm.py). SIXFOLD_NORM_CASES=forward,add,backward
 // (any subset; default all) picks the families that are registered, SIXFOLD_NORM_SHAPES
-// (e.g. 4096x4096,65536x1024; default all) the shapes; SIXFOLD_NORM_SKIP_NAIVE=1 leaves out the
+// (e.g. 4096x4096,65536x1024; default all) the shapes, SIXFOLD_NORM_OPS the workloads by name
+// (rms_norm, layer_norm_backward, add_rms_norm, ...; default all); SIXFOLD_NORM_SKIP_NAIVE=1 leaves out the
 // float64 naive rows of the residual-add and backward cases (their outputs are still checked
 // against the float64 reference). The rms / layer backward rows take the forward's saved row
 // statistics (mean / rstd, as torch's backward does); a second row, "(recompute stats)", times
@@ -338,7 +339,7 @@ void register_norm_cases() {
     // `bench` runs each shape once; the factories' size argument is unused (shape-defined).
     auto add = [&](const std::string& workload, const Shape2& sh,
                    std::function<std::unique_ptr<Case>()> make) {
-      if (!enabled("SIXFOLD_NORM_SHAPES", sh.label)) return;
+      if (!enabled("SIXFOLD_NORM_SHAPES", sh.label) || !enabled("SIXFOLD_NORM_OPS", workload)) return;
       registry().push_back({"norm", workload + " bf16 " + sh.label, backend,
                             [make](std::int64_t) { return make(); },
                             {{sh.rows * sh.n, sh.label}}, {1}});

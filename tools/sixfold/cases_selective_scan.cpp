@@ -12,6 +12,7 @@
 // (element, state). The error is max|out − ref| / max|ref| over 32 sampled (batch, channel)
 // rows against the float64 loop (the whole tensor for the decoding step).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -232,7 +233,8 @@ struct StepData {
   Device dev;
   std::int64_t batch = kDecodeBatch, d = kDecodeD, n = kDecodeN;
   std::vector<float> x, dt, z, B, C, A, D, bias, state0;
-  std::shared_ptr<void> x_d, dt_d, z_d, B_d, C_d, A_d, D_d, bias_d, state_d, out_d;
+  std::shared_ptr<void> x_d, dt_d, z_d, B_d, C_d, A_d, D_d, bias_d, out_d;
+  std::vector<std::shared_ptr<void>> state_d;  // one state per slot: together > 2x the LLC
   std::vector<double> ref_out;
 };
 
@@ -250,7 +252,7 @@ std::unique_ptr<Case> make_step_case(Backend backend) {
   c->cost.flops = 6.0 * double(sn);
   c->tolerance = 1e-4;
   c->property = "redundancy (the cached state replaces the prefix) + locality (state read and written once)";
-  c->slots = 1;
+  c->slots = rotating_slots(backend, 4.0 * double(sn));
   Rng rng{std::uint64_t(std::random_device{}()) << 1 | 1};
   s->x = draw(rng, rows, -2, 2); s->dt = draw(rng, rows, -5, 0); s->z = draw(rng, rows, -3, 3);
   s->B = draw(rng, bc, -1, 1); s->C = draw(rng, bc, -1, 1); s->A = draw(rng, s->d * s->n, -8, -0.5);
@@ -261,7 +263,8 @@ std::unique_ptr<Case> make_step_case(Backend backend) {
     return p;
   };
   s->x_d = put(s->x); s->dt_d = put(s->dt); s->z_d = put(s->z); s->B_d = put(s->B); s->C_d = put(s->C);
-  s->A_d = put(s->A); s->D_d = put(s->D); s->bias_d = put(s->bias); s->state_d = put(s->state0);
+  s->A_d = put(s->A); s->D_d = put(s->D); s->bias_d = put(s->bias);
+  for (int k = 0; k < c->slots; ++k) s->state_d.push_back(put(s->state0));
   s->out_d = allocate(dev, rows * 4);
   auto st = std::make_shared<std::vector<double>>(s->state0.begin(), s->state0.end());
   auto d64 = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
@@ -281,10 +284,10 @@ std::unique_ptr<Case> make_step_case(Backend backend) {
     }
     return den > 0 ? num / den : num;
   };
-  c->poison = [s, rows, sn] {  // NaN out, and the state back to its initial values
+  c->poison = [s, rows, sn] {  // NaN out, and every slot's state back to its initial values
     std::vector<float> nan(static_cast<std::size_t>(rows), NAN);
     copy_bytes(s->out_d.get(), s->dev, nan.data(), Device::cpu(), rows * 4);
-    copy_bytes(s->state_d.get(), s->dev, s->state0.data(), Device::cpu(), sn * 4);
+    for (const auto& st : s->state_d) copy_bytes(st.get(), s->dev, s->state0.data(), Device::cpu(), sn * 4);
   };
   c->sync = [dev] { synchronize(dev); };
   auto naive_out = std::make_shared<std::vector<float>>();
@@ -304,35 +307,53 @@ std::unique_ptr<Case> make_step_case(Backend backend) {
     in.D = v(s->D_d, {s->d}); in.dt_bias = v(s->bias_d, {s->d});
     return in;
   };
+  auto call = [s, tensors](int slot, Stream stream) {
+    selective_state_update(TensorView::contiguous(s->state_d[std::size_t(slot)].get(), DType::f32, {s->batch, s->d, s->n}, s->dev),
+                           tensors(), TensorView::contiguous(s->out_d.get(), DType::f32, {s->batch, s->d}, s->dev),
+                           {true}, stream);
+  };
+  auto check = [s, err] {
+    std::vector<float> h(static_cast<std::size_t>(s->batch * s->d));
+    copy_bytes(h.data(), Device::cpu(), s->out_d.get(), s->dev, std::int64_t(h.size()) * 4);
+    return err(h.data());
+  };
   c->impls.push_back({"sixfold::selective_state_update", ImplKind::sixfold, false,
-                      [s, tensors](int) {
-                        selective_state_update(TensorView::contiguous(s->state_d.get(), DType::f32, {s->batch, s->d, s->n}, s->dev),
-                                               tensors(), TensorView::contiguous(s->out_d.get(), DType::f32, {s->batch, s->d}, s->dev),
-                                               {true});
-                      },
-                      [s, err] {
-                        std::vector<float> h(static_cast<std::size_t>(s->batch * s->d));
-                        copy_bytes(h.data(), Device::cpu(), s->out_d.get(), s->dev, std::int64_t(h.size()) * 4);
-                        return err(h.data());
-                      }});
+                      [call](int slot) { call(slot, Stream{}); }, check});
+  if (backend == Backend::cuda) {
+    // Decoding runs inside CUDA graphs in serving stacks; one replay steps every slot's state
+    // once (each from its initial state after the poison, so the checked out is step one's).
+    c->impls.push_back(graph_replay_impl(
+        "sixfold::selective_state_update, CUDA graph replay", [call](Stream st, int i) { call(i, st); },
+        c->slots, check));
+  }
   return c;
 }
 
 }  // namespace
 
 void register_selective_scan_cases() {
+  // Dev filter: SIXFOLD_SSCAN_CASES lists the rows to register, by index into the scan shapes
+  // (0, 1, 2) and `decode` (default: all), e.g. SIXFOLD_SSCAN_CASES=decode for A/B runs.
+  const char* only = std::getenv("SIXFOLD_SSCAN_CASES");
+  const auto wanted = [only](const std::string& key) {
+    if (!only) return true;
+    const std::string list = std::string(",") + only + ",";
+    return list.find("," + key + ",") != std::string::npos;
+  };
   for (Backend backend : {Backend::cpu, Backend::cuda}) {
     if (backend == Backend::cuda && !cuda_available()) continue;
     for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+      if (!wanted(std::to_string(i))) continue;
       const ScanShape sh = kShapes[i], small = kVerify[i];
       // `bench` builds the shape; `verify` (size 1) a small awkward one with the same n.
       registry().push_back({"selective_scan", std::string("f32 ") + sh.label, backend,
                             [=](std::int64_t size) { return make_scan_case(size == 1 ? small : sh, backend); },
                             {{sh.batch * sh.d * sh.len, sh.label}}, {1}});
     }
-    registry().push_back({"selective_scan", "decode step f32 b128 d4096 n16", backend,
-                          [=](std::int64_t) { return make_step_case(backend); },
-                          {{kDecodeBatch * kDecodeD, "b128 d4096"}}, {1}});
+    if (wanted("decode"))
+      registry().push_back({"selective_scan", "decode step f32 b128 d4096 n16", backend,
+                            [=](std::int64_t) { return make_step_case(backend); },
+                            {{kDecodeBatch * kDecodeD, "b128 d4096"}}, {1}});
   }
 }
 

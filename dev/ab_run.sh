@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# dev/ab_run.sh LOGDIR PHASE... — same-process A/B runs on a GPU machine of binaries built for
+# sm_90a elsewhere and carried in AB_BIN (default build-topk/carry): AB_BIN/sixfold (the CLI
+# under test), AB_BIN/sixfold_old.xz (the previous CLI, xz-compressed, optional) and the test
+# binaries the phases name. Phases, in this order:
+#   sscan     test_selective_scan's CUDA cases with the GPU required, then compute-sanitizer
+#             memcheck on its small cases (SIXFOLD_TEST_SMALL=1)
+#   norm      the same for test_norm and test_norm_backward
+#   decode    the selective-scan decode row (SIXFOLD_SSCAN_CASES=decode), old and new CLI
+#             alternating, two rounds
+#   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
+#             naive rows skipped), old and new alternating, two rounds
+#   norm-fwd  the same for the forward and fused-add rows
+#   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
+#             sections and the per-SASS source page (csv)
+# Logs to LOGDIR; a summary is printed as it goes (LOGDIR/summary.txt).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?log folder}
+shift
+phases=" $* "
+want() { [[ $phases == *" $1 "* ]]; }
+mkdir -p "$out"
+bin=${AB_BIN:-build-topk/carry}
+t0=$SECONDS
+el() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/summary.txt"; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$out/summary.txt"
+old=
+if [[ -f $bin/sixfold_old.xz ]]; then
+  old=/tmp/sixfold_old && xz -dc "$bin/sixfold_old.xz" >"$old" && chmod +x "$old"
+fi
+
+check() {  # check TEST: the CUDA cases with the GPU required, then memcheck on the small ones
+  local t=$bin/$1
+  el "$1 (GPU required)"
+  SIXFOLD_REQUIRE_GPU=1 timeout 200 "$t" --gtest_filter='*Cuda*' >"$out/$1.log" 2>&1
+  echo "$1 rc=$?" | tee -a "$out/summary.txt"
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/$1.log" | tee -a "$out/summary.txt"
+  el "$1 memcheck (small cases)"
+  SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$t" --gtest_filter='*Cuda*:-*Variants*' >"$out/$1_memcheck.log" 2>&1
+  echo "$1 memcheck rc=$?" | tee -a "$out/summary.txt"
+  grep -E "ERROR SUMMARY" "$out/$1_memcheck.log" | tail -1 | tee -a "$out/summary.txt"
+}
+ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
+  local name=$1; shift
+  local envs=()
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  el "A/B $name"
+  for round in 1 2; do
+    for which in old new; do
+      local cli=$bin/sixfold
+      if [[ $which == old ]]; then [[ -n $old ]] || continue; cli=$old; fi
+      echo "== $name round $round: $which" >>"$out/$name.log"
+      env "${envs[@]}" timeout 150 "$cli" bench "$@" >>"$out/$name.log" 2>&1
+    done
+  done
+  grep -E "^==|sixfold::|copy" "$out/$name.log" | grep -v "^cpu" | cut -c1-160 | tee -a "$out/summary.txt"
+}
+
+want sscan && check test_selective_scan
+if want norm; then check test_norm; check test_norm_backward; fi
+want decode && ab decode SIXFOLD_SSCAN_CASES=decode -- selective_scan --backend cuda --seconds 0.5
+want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
+  SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
+want norm-fwd && ab norm_fwd SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 \
+  SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
+
+if want ncu-norm; then
+  el "ncu: layer_norm_backward (saved statistics) 16384x8192 bf16"
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192 SIXFOLD_NORM_OPS=layer_norm_backward \
+    timeout 200 "$ncu_bin" --clock-control none -k regex:bwd_rows_regs --launch-count 1 --import-source yes \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section Occupancy --section SourceCounters \
+    -o /tmp/norm_bwd -f "$bin/sixfold" bench norm --backend cuda --seconds 0.001 >"$out/ncu_run.log" 2>&1
+  echo "ncu rc=$?" | tee -a "$out/summary.txt"
+  "$ncu_bin" --import /tmp/norm_bwd.ncu-rep >"$out/ncu_norm.txt" 2>&1
+  "$ncu_bin" --import /tmp/norm_bwd.ncu-rep --page source --csv --print-source sass >"$out/ncu_norm_sass.csv" 2>&1
+  grep -E "Duration|DRAM Throughput|Issued Ipc|Issue Slots Busy|No Eligible|Registers|Achieved Occupancy|Spilling" \
+    "$out/ncu_norm.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+el "done"
