@@ -11,6 +11,8 @@
 #   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
 #             naive rows skipped), old and new alternating, two rounds
 #   norm-fwd  the same for the forward and fused-add rows
+#   norm-vars the rms / layer / softmax backward rows of the new CLI with SIXFOLD_NORM_BWD_KERNEL unset and
+#             set to each of VARS (default: regs regspf), two rounds
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
 #             sections and the per-SASS source page (csv)
 # Logs to LOGDIR; a summary is printed as it goes (LOGDIR/summary.txt).
@@ -32,6 +34,7 @@ fi
 
 check() {  # check TEST: the CUDA cases with the GPU required, then memcheck on the small ones
   local t=$bin/$1
+  [[ -x $t ]] || { el "$1: not in $bin, skipped"; return; }
   el "$1 (GPU required)"
   SIXFOLD_REQUIRE_GPU=1 timeout 200 "$t" --gtest_filter='*Cuda*' >"$out/$1.log" 2>&1
   echo "$1 rc=$?" | tee -a "$out/summary.txt"
@@ -66,6 +69,20 @@ want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE
   SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
 want norm-fwd && ab norm_fwd SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 \
   SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
+
+if want norm-vars; then  # SIXFOLD_NORM_BWD_KERNEL variants of the new CLI (VARS), default first, two rounds
+  el "norm backward variants: default ${VARS:-regs regspf}"
+  for round in 1 2; do
+    for v in default ${VARS:-regs regspf}; do
+      echo "== variants round $round: $v" >>"$out/norm_vars.log"
+      ( [[ $v != default ]] && export SIXFOLD_NORM_BWD_KERNEL=$v
+        SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_OPS=rms_norm_backward,layer_norm_backward,softmax_backward \
+        SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 150 "$bin/sixfold" bench norm --backend cuda \
+        --seconds 0.25 >>"$out/norm_vars.log" 2>&1 )
+    done
+  done
+  grep -E "^==|sixfold::" "$out/norm_vars.log" | cut -c1-150 | tee -a "$out/summary.txt"
+fi
 
 if want ncu-norm; then
   el "ncu: layer_norm_backward (saved statistics) 16384x8192 bf16"

@@ -448,7 +448,7 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
   const std::string keep = saved ? saved : "";
   std::vector<BwdCase> cases;
   for (const BwdCase& c : bwd_cases())
-    if ((c.kind == NormKind::rms || c.kind == NormKind::layer) && c.n <= 8192) cases.push_back(c);
+    if (c.n <= 8192) cases.push_back(c);  // softmax kinds: regspf gives them the prefetch too
   for (NormKind k : {NormKind::rms, NormKind::layer})
     for (DType t : {DType::bf16, DType::f16}) {
       if (std::getenv("SIXFOLD_TEST_SMALL")) break;  // not under the sanitizer
@@ -456,7 +456,7 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
       cases.push_back({k, t, 1500, 2048, false, false});
       cases.push_back({k, t, 6000, 1024, true, true});
     }
-  for (const char* v : {"smem", "smem1", "regs", "regs0"}) {
+  for (const char* v : {"smem", "smem1", "regs", "regs0", "regspf"}) {
     SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
     setenv("SIXFOLD_NORM_BWD_KERNEL", v, 1);
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));

@@ -19,11 +19,13 @@
 //   bwd_rows_regs   n ≤ 512·16   one block of 32..512 threads per row, the row of x and dy in
 //                                registers: one read of x and dy, one write of dx. Blocks are
 //                                persistent over a fixed group of consecutive rows and keep that
-//                                group's dw/db for their columns in thread-private shared-memory
-//                                slots (with the weight), so that the kernel fits 64 registers
-//                                and two blocks share an SM (v5; v4 keeps them in registers).
-//                                Where a block has few rows, clusters of 8 blocks add their
-//                                slots through distributed shared memory first (v6).
+//                                group's dw/db for their columns in registers, with the weight;
+//                                each row's loads (and saved statistics) are issued when the
+//                                previous row starts (v7, the default for 16-bit rows: up to 128
+//                                registers, one 512-thread block per SM). Dev variants: v4 (no
+//                                prefetch), v5 (weight and dw/db in thread-private shared-memory
+//                                slots, 64 registers, two blocks per SM), v6 (v5 in clusters of
+//                                8 that add their slots through distributed shared memory).
 //                                Per row: 16 elements, ~10 instructions each; the reductions are
 //                                butterflies of plain adds (block_sum).
 //   longer rows     bwd_stats_chunks (per 8192-element chunk: its state) → bwd_stats_finish
@@ -338,9 +340,9 @@ inline constexpr int kSmemGradArrays = K == NormKind::layer ? 3 : 2;
 
 // Two blocks per SM where the row fits 64 registers: the softmax kinds and SmemGrads, with
 // 16-bit elements in 16-byte packs (f32 and scalar rows spill at 64).
-template <class T, NormKind K, int W, bool SmemGrads>
+template <class T, NormKind K, int W, bool SmemGrads, bool Prefetch = false>
 inline constexpr int kRegsMinBlocks =
-    (SmemGrads || !kHasGrads<K>) && sizeof(T) == 2 && W * sizeof(T) == 16 ? 2 : 1;
+    !Prefetch && (SmemGrads || !kHasGrads<K>) && sizeof(T) == 2 && W * sizeof(T) == 16 ? 2 : 1;
 
 // Lean: the v4 arithmetic (block_sum, 1/n once, rsqrtf); !Lean: v0 as measured in runs C/D
 // (block_reduce, IEEE divisions and sqrt per row and thread), kept for the comparison
@@ -349,9 +351,11 @@ inline constexpr int kRegsMinBlocks =
 // kept as raw packs and unpacked at each use, so the kernel fits 64 registers and two
 // 512-thread blocks share an SM, as softmax_backward's do.
 // Saved: the row's μ / r from a.mean / a.rstd (one reduction per row, see the file header).
+// Prefetch: row r + 1's packs are loaded into registers when row r starts, so each row's loads
+// wait behind the previous row's work instead of starting after it.
 template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false,
-          bool Saved = false>
-__global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
+          bool Saved = false, bool Prefetch = false>
+__global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads, Prefetch>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
               int cluster, float inv_n) {
   static_assert(!Saved || kHasGrads<K>);
@@ -401,24 +405,41 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
       for (int k = 0; k < W; ++k) w[k] = wv[s][k];
     }
   };
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const int par = int(r - r0) & 1;
+  // All of a row's loads in flight at once (Saved: its statistics too); packs past the row
+  // read as 0.
+  const auto load_row = [&](std::int64_t r, Pack<T, W>(&px)[S], Pack<T, W>(&pd)[S], float& rstd,
+                            float& mean) {
+    if constexpr (Saved) {
+      rstd = __ldg(a.rstd + r);
+      if constexpr (K == NormKind::layer) mean = __ldg(a.mean + r);
+    }
     const T* xr = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
     const T* dr = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
-    T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + t * W;
-    Pack<T, W> rx[S], rd[S];
 #pragma unroll
-    for (int s = 0; s < S; ++s) {  // all loads in flight first; packs past the row read as 0
-      rx[s].raw = rd[s].raw = {};
+    for (int s = 0; s < S; ++s) {
+      px[s].raw = pd[s].raw = {};
       if (ok[s]) {
-        rx[s] = Pack<T, W>::load(xr + s * p * W);
-        rd[s] = Pack<T, W>::load(dr + s * p * W);
+        px[s] = Pack<T, W>::load(xr + s * p * W);
+        pd[s] = Pack<T, W>::load(dr + s * p * W);
       }
     }
-    float saved_r = 0.f, saved_mean = 0.f;  // Saved: the row's statistics, loaded with the row
-    if constexpr (Saved) {
-      saved_r = __ldg(a.rstd + r);
-      if constexpr (K == NormKind::layer) saved_mean = __ldg(a.mean + r);
+  };
+  Pack<T, W> nx[S], nd[S];  // Prefetch: the next row's packs and statistics
+  float next_r = 0.f, next_mean = 0.f;
+  if constexpr (Prefetch)
+    if (r0 < r1) load_row(r0, nx, nd, next_r, next_mean);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const int par = int(r - r0) & 1;
+    T* y = static_cast<T*>(a.dx.data) + r * a.dx.row_stride + t * W;
+    Pack<T, W> rx[S], rd[S];
+    float saved_r = 0.f, saved_mean = 0.f;  // Saved: the row's statistics
+    if constexpr (Prefetch) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) rx[s] = nx[s], rd[s] = nd[s];
+      saved_r = next_r, saved_mean = next_mean;
+      if (r + 1 < r1) load_row(r + 1, nx, nd, next_r, next_mean);
+    } else {
+      load_row(r, rx, rd, saved_r, saved_mean);
     }
     // Registers mode: the row unpacked once; SmemGrads: unpacked again at each use.
     float xv[S][W], dv[S][W];
@@ -1015,23 +1036,31 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
   else launch_reduce<T>(p0, o0, p1, o1, groups, a.x.n, stream);
 }
 
-// Which variant of bwd_rows_regs rms / layer backward use (n ≤ 8192; dev/norm/README.md has
-// the versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = smem (the default: v5 =
-// weight and dw/db in shared memory, two 512-thread blocks per SM; v6 = v5 in clusters of 8
-// where blocks have few rows; unset: also v4 for layer with saved statistics on rows of ≤ 64
-// threads, see launch_backward) | smem1 (v5 alone) | regs (v4: the same
-// arithmetic with weight and dw/db in registers, one 512-thread block per SM) | regs0 (v0, the
-// kernel of runs C/D: v4's layout with the old reductions and divisions; bf16 16-byte rows only,
-// else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4 has them).
-enum class RegsVariant { smem, smem1, regs, regs0 };
+// Which variant of bwd_rows_regs the backward uses (n ≤ 8192; dev/norm/README.md has the
+// versions). Dev hook, read per call: SIXFOLD_NORM_BWD_KERNEL = regspf (the default for rms /
+// layer with 16-bit 16-byte rows: v7 = v4 with the next row's packs and statistics loaded when
+// a row starts) | smem (v5 = weight and dw/db in shared memory, two 512-thread blocks per SM;
+// v6 = v5 in clusters of 8 where blocks have few rows) | smem1 (v5 alone) | regs (v4: weight
+// and dw/db in registers, one 512-thread block per SM; the default for f32 and scalar rows) |
+// regs0 (v0, the kernel of runs C/D: v4's layout with the old reductions and divisions; bf16
+// 16-byte rows only, else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4
+// has them). softmax / log_softmax: SIXFOLD_NORM_BWD_KERNEL=regspf gives them v7's prefetch
+// too (one block per SM instead of two; not the default).
+// H200, same process, bf16, % of copy (default v5/v6 → v7; saved statistics, recompute in
+// brackets): rms 16384x8192 86.6 → 84.8–86.2 (83.3 → 87.7–87.9), 4096x4096 55.9–57.6 →
+// 58.2–58.3, 65536x1024 76.8–78.3 → 80.9–81.4 (78 → 83); layer 16384x8192 80.9 → 83.3–83.7
+// (69.0 → 81.8–82.0), 4096x4096 47.7–48.2 → 53.7–54.0, 65536x1024 72.4–72.7 → 77.7–78.1
+// (65.3 → 80.4); docs/perf/norm.md, session 8.
+enum class RegsVariant { pf, smem, smem1, regs, regs0 };
 
 RegsVariant regs_variant_from_env() {
   if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
+    if (std::strcmp(e, "smem") == 0) return RegsVariant::smem;
     if (std::strcmp(e, "smem1") == 0) return RegsVariant::smem1;
     if (std::strcmp(e, "regs") == 0) return RegsVariant::regs;
     if (std::strcmp(e, "regs0") == 0) return RegsVariant::regs0;
   }
-  return RegsVariant::smem;
+  return RegsVariant::pf;
 }
 
 // Saved: rms / layer with the forward's statistics (a.rstd, and a.mean for layer).
@@ -1051,35 +1080,28 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     auto kernel = bwd_rows_regs<T, K, SR, W, true, false, Saved>;
     std::size_t smem = 0;
     int cluster = 1;  // v6: the smem variant's blocks in clusters of kGradCluster
-    if constexpr (kHasGrads<K>) {
-      RegsVariant v = regs_variant_from_env();
-      // LayerNorm with saved statistics on rows of ≤ 64 threads (n ≤ 1024 at 16 bits): v4's
-      // layout (weight and dw/db in registers; at 64 threads ~8 blocks per SM instead of 16, so
-      // half the dw/db partial rows, and no shared-memory slot traffic). H200 run S2, 65536x1024
-      // bf16, saved statistics: v4 71.4% of copy against v5's 66.1% (rms: 75.3 against 78.2, so
-      // rms keeps v5; with recomputed statistics the two were 64.9 / 65.3). Only where the
-      // variant is not forced by SIXFOLD_NORM_BWD_KERNEL.
-      if (Saved && K == NormKind::layer && threads <= 64 &&
-          !std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
-        v = RegsVariant::regs;
-      if constexpr (sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
-        if (v == RegsVariant::smem || v == RegsVariant::smem1) {
-          kernel = bwd_rows_regs<T, K, SR, W, true, true, Saved>;
-          smem = std::size_t(kSmemGradArrays<K>) * SR * W * threads * sizeof(float);
-          static std::atomic<std::uint64_t> configured{0};  // > 48 KB: once per device
-          const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
-          if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
-            const int most = int(std::size_t(kSmemGradArrays<K>) * SR * W * kRegsThreads * sizeof(float));
-            check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
-                       kWhere);
-            configured.fetch_or(bit, std::memory_order_release);
-          }
-          if (v == RegsVariant::smem && grads) cluster = kGradCluster;
+    const RegsVariant v = regs_variant_from_env();
+    if constexpr (kHasGrads<K> && sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
+      if (v == RegsVariant::pf) kernel = bwd_rows_regs<T, K, SR, W, true, false, Saved, true>;
+      if (v == RegsVariant::smem || v == RegsVariant::smem1) {
+        kernel = bwd_rows_regs<T, K, SR, W, true, true, Saved>;
+        smem = std::size_t(kSmemGradArrays<K>) * SR * W * threads * sizeof(float);
+        static std::atomic<std::uint64_t> configured{0};  // > 48 KB: once per device
+        const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+        if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
+          const int most = int(std::size_t(kSmemGradArrays<K>) * SR * W * kRegsThreads * sizeof(float));
+          check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+                     kWhere);
+          configured.fetch_or(bit, std::memory_order_release);
         }
-        if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
-          if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false, false, Saved>;
+        if (v == RegsVariant::smem && grads) cluster = kGradCluster;
       }
+      if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
+        if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false, false, Saved>;
     }
+    if constexpr (!kHasGrads<K> && sizeof(T) == 2 && W > 1)  // softmax kinds: v7 only when asked
+      if (v == RegsVariant::pf && std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
+        kernel = bwd_rows_regs<T, K, SR, W, true, false, false, true>;
     cudaLaunchConfig_t cfg{};
     cfg.blockDim = dim3(unsigned(threads));
     cfg.dynamicSmemBytes = smem;
