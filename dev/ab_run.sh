@@ -11,6 +11,9 @@
 #   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
 #             naive rows skipped), old and new alternating, two rounds
 #   norm-fwd  the same for the forward and fused-add rows
+#   fwd-vars  test_norm (and memcheck) with each SIXFOLD_NORM_FWD of FWD_VARS (default s8), then
+#             the forward and fused-add rows, default vs each, on FWD_SHAPES (default 65536x1024)
+#   norm-all  every norm row of the new CLI (CUDA graph rows included), first three shapes
 #   norm-vars the rms / layer / softmax backward rows of the new CLI with SIXFOLD_NORM_BWD_KERNEL unset and
 #             set to each of VARS (default: regs regspf), two rounds
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
@@ -69,6 +72,34 @@ want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE
   SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
 want norm-fwd && ab norm_fwd SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 \
   SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
+
+if want fwd-vars; then  # forward / fused add of the new CLI: default vs each SIXFOLD_NORM_FWD in FWD_VARS
+  for v in ${FWD_VARS:-s8}; do
+    el "test_norm with SIXFOLD_NORM_FWD=$v (GPU required), memcheck"
+    SIXFOLD_NORM_FWD=$v SIXFOLD_REQUIRE_GPU=1 timeout 200 "$bin/test_norm" --gtest_filter='*Cuda*' >"$out/test_norm_$v.log" 2>&1
+    echo "test_norm $v rc=$?" | tee -a "$out/summary.txt"
+    SIXFOLD_NORM_FWD=$v SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 200 compute-sanitizer --tool memcheck \
+      --error-exitcode 3 "$bin/test_norm" --gtest_filter='*Cuda*' >"$out/test_norm_${v}_memcheck.log" 2>&1
+    echo "test_norm $v memcheck rc=$?" | tee -a "$out/summary.txt"
+  done
+  el "forward: default vs ${FWD_VARS:-s8} (${FWD_SHAPES:-65536x1024})"
+  for round in 1 2; do
+    for v in default ${FWD_VARS:-s8}; do
+      echo "== fwd round $round: $v" >>"$out/fwd_vars.log"
+      ( [[ $v != default ]] && export SIXFOLD_NORM_FWD=$v
+        SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=${FWD_SHAPES:-65536x1024} \
+        timeout 150 "$bin/sixfold" bench norm --backend cuda --seconds 0.25 >>"$out/fwd_vars.log" 2>&1 )
+    done
+  done
+  grep -E "^==|sixfold::" "$out/fwd_vars.log" | cut -c1-150 | tee -a "$out/summary.txt"
+fi
+
+if want norm-all; then  # every norm row of the new CLI (graph rows included) on the first three shapes
+  el "norm bench, all cases, three shapes"
+  SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 300 "$bin/sixfold" bench norm \
+    --backend cuda --seconds 0.25 >"$out/norm_all.log" 2>&1
+  grep -E "sixfold::|copy" "$out/norm_all.log" | cut -c1-160 | tee -a "$out/summary.txt"
+fi
 
 if want norm-vars; then  # SIXFOLD_NORM_BWD_KERNEL variants of the new CLI (VARS), default first, two rounds
   el "norm backward variants: default ${VARS:-regs regspf}"

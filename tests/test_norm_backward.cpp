@@ -17,6 +17,10 @@
 #include "../src/reference/norm_reference.hpp"
 #include "row_buffers.hpp"
 #include "test_norm_stats.hpp"
+
+#ifdef SIXFOLD_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
@@ -176,6 +180,7 @@ struct BwdCase {
   // 1 — saved by sixfold's forward on the same device (the round trip), 2 — the float64 ones
   // rounded to f32.
   int saved = 0;
+  bool graph = false;  // CUDA: the backward call captured into a CUDA graph, replayed twice
 };
 
 struct BwdResult {
@@ -231,11 +236,42 @@ BwdResult run_backward(const BwdCase& c, Device dev, const std::vector<std::uint
     if (c.kind == NormKind::rms) rms_norm(tx, tw, ty, {eps}, {}, stats);
     else layer_norm(tx, tw, TensorView{}, ty, {eps}, {}, stats);
   }
-  switch (c.kind) {
-    case NormKind::rms: rms_norm_backward(tdy, tx, tw, tdx, tgw, {eps}, {}, stats); break;
-    case NormKind::layer: layer_norm_backward(tdy, tx, tw, tdx, tgw, tgb, {eps}, {}, stats); break;
-    case NormKind::softmax: softmax_backward(tdy, tx, tdx); break;
-    case NormKind::log_softmax: log_softmax_backward(tdy, tx, tdx); break;
+  const auto call = [&](Stream s) {
+    switch (c.kind) {
+      case NormKind::rms: rms_norm_backward(tdy, tx, tw, tdx, tgw, {eps}, s, stats); break;
+      case NormKind::layer: layer_norm_backward(tdy, tx, tw, tdx, tgw, tgb, {eps}, s, stats); break;
+      case NormKind::softmax: softmax_backward(tdy, tx, tdx, s); break;
+      case NormKind::log_softmax: log_softmax_backward(tdy, tx, tdx, s); break;
+    }
+  };
+  if (!c.graph) {
+    call(Stream{});
+  } else {
+#ifdef SIXFOLD_WITH_CUDA
+    // Captured (as a training step under CUDA graphs would be), then replayed twice: the
+    // outputs do not depend on how many times the graph ran (not in place).
+    cudaStream_t s = nullptr;
+    EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    try {
+      call(Stream{s});
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "captured call threw: " << e.what();
+    }
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    if (graph) {
+      EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      for (int rep = 0; rep < 2 && exec; ++rep) EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+#else
+    ADD_FAILURE() << "graph cases need a CUDA build";
+#endif
   }
   BwdResult res;
   res.dx = dx_buf->host();
@@ -432,6 +468,29 @@ TEST(NormBackward, CpuSavedStatsMatchRecompute) { check_saved_matches_recompute(
 TEST(NormBackward, CudaSavedStatsMatchRecompute) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   check_saved_matches_recompute(Device::cuda(0));
+}
+
+// Every CUDA path captured into a CUDA graph: rows in registers (v7 for 16-bit rows, v4 for f32,
+// with and without saved statistics), long rows (statistics chunks, scratch memory from the
+// stream-ordered allocator), the softmax kinds.
+TEST(NormBackward, CudaCapturedInAGraph) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  std::vector<BwdCase> cases;
+  for (NormKind k : {NormKind::rms, NormKind::layer})
+    for (int saved : {0, 1}) {
+      cases.push_back({k, DType::bf16, 600, 4096, true, false, 0, 0, 1.0, false, saved, true});
+      cases.push_back({k, DType::f32, 300, 1000, true, true, 0, 0, 1.0, false, saved, true});
+      cases.push_back({k, DType::bf16, 3, 40000, true, false, 0, 0, 1.0, false, saved, true});
+    }
+  for (NormKind k : {NormKind::softmax, NormKind::log_softmax}) {
+    cases.push_back({k, DType::bf16, 40, 1000, false, false, 0, 0, 1.0, false, 0, true});
+    cases.push_back({k, DType::f16, 2, 30000, false, false, 0, 0, 1.0, false, 0, true});
+  }
+  for (const BwdCase& c : cases) {
+    SCOPED_TRACE("in a CUDA graph");
+    run_bwd_case(c, Device::cuda(0));
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(NormBackward, CudaGradientsAreDeterministic) {

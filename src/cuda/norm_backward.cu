@@ -907,48 +907,12 @@ bwd_grad_reduce(const float* part0, G* out0, const float* part1, G* out1, std::i
 
 // ---- Host side -------------------------------------------------------------------------------
 
-// sixfold's own stream-ordered memory pool on `device`, created on first use, that keeps freed
-// memory (release threshold: unlimited) so that later calls reuse it without mapping pages again
-// (the device's default pool, threshold 0, returns its memory at every synchronization). Not
-// measured on its own: run B in docs/perf/norm.md changed it together with other things. A pool
-// of its own leaves the caller's default-pool settings alone.
-cudaMemPool_t workspace_pool(int device) {
-  static std::mutex mu;
-  static cudaMemPool_t pools[64] = {};
-  if (device < 0 || device >= 64) throw_error(kWhere, "device index out of range");
-  std::lock_guard<std::mutex> lock(mu);
-  if (!pools[device]) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypeNone;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t pool;
-    check_cuda(cudaMemPoolCreate(&pool, &props), kWhere);
-    std::uint64_t keep = ~std::uint64_t(0);
-    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), kWhere);
-    pools[device] = pool;
-  }
-  return pools[device];
-}
-
-// Stream-ordered scratch memory, freed (in stream order) when it goes out of scope.
-class Workspace {
- public:
-  Workspace(std::size_t bytes, cudaStream_t s, int device) : stream_(s) {
-    if (bytes) check_cuda(cudaMallocFromPoolAsync(&p_, bytes, workspace_pool(device), s), kWhere);
-  }
-  ~Workspace() {
-    if (p_) cudaFreeAsync(p_, stream_);
-  }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  char* get() const { return static_cast<char*>(p_); }
-
- private:
-  void* p_ = nullptr;
-  cudaStream_t stream_;
-};
+// Scratch (dw/db partial rows, long-row states): stream-ordered memory from the device's default
+// pool (parallel::cuda::detail::Scratch, as the scans and top-k use), which may be captured into
+// a CUDA graph (an allocation node). Until session 8 this file kept a memory pool of its own
+// (cudaMallocFromPoolAsync), and the backward failed under stream capture ("operation not
+// permitted when stream is capturing").
+using Workspace = parallel::cuda::detail::Scratch;
 
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor, remembered per (device, kernel, threads,
 // shared memory): asked on every call it costs host time, which a short backward (4096×4096:
@@ -1130,7 +1094,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     const std::int64_t per_group = ceil_div(rows, groups);
     groups = ceil_div(ceil_div(rows, per_group), cluster) * cluster;  // whole clusters
     const std::int64_t parts = groups / cluster;  // partial rows of dw (and db)
-    Workspace ws(grads ? std::size_t(parts * n * ngrads) * sizeof(float) : 0, stream, device);
+    Workspace ws(grads ? std::size_t(parts * n * ngrads) * sizeof(float) : 0, stream, kWhere);
     float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
     float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? parts * n : 0) : nullptr;
     cfg.gridDim = dim3(unsigned(groups));
@@ -1151,10 +1115,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   const std::size_t coef_bytes = std::size_t(rows) * sizeof(Coef);
   const std::size_t state_bytes = std::size_t(rows * stat_chunks * 5) * sizeof(float);
   const std::size_t part_bytes = grads ? std::size_t(groups * n * ngrads) * sizeof(float) : 0;
-  Workspace ws(coef_bytes + state_bytes + part_bytes, stream, device);
-  auto* coefs = reinterpret_cast<Coef*>(ws.get());
-  auto* states = reinterpret_cast<float*>(ws.get() + coef_bytes);
-  float* part = reinterpret_cast<float*>(ws.get() + coef_bytes + state_bytes);
+  Workspace ws(coef_bytes + state_bytes + part_bytes, stream, kWhere);
+  char* const scratch = static_cast<char*>(ws.get());
+  auto* coefs = reinterpret_cast<Coef*>(scratch);
+  auto* states = reinterpret_cast<float*>(scratch + coef_bytes);
+  float* part = reinterpret_cast<float*>(scratch + coef_bytes + state_bytes);
   float* part_w = a.dweight && grads ? part : nullptr;
   float* part_b = a.dbias && grads ? part + (a.dweight ? groups * n : 0) : nullptr;
   bwd_stats_chunks<T, K, SS, W, Saved><<<unsigned(rows * stat_chunks), kChunkThreads, 0, stream>>>(

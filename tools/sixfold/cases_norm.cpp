@@ -4,11 +4,12 @@
 // are timed beside these by bench/torch_norm.py). SIXFOLD_NORM_CASES=forward,add,backward
 // (any subset; default all) picks the families that are registered, SIXFOLD_NORM_SHAPES
 // (e.g. 4096x4096,65536x1024; default all) the shapes, SIXFOLD_NORM_OPS the workloads by name
-// (rms_norm, layer_norm_backward, add_rms_norm, ...; default all); SIXFOLD_NORM_SKIP_NAIVE=1 leaves out the
-// float64 naive rows of the residual-add and backward cases (their outputs are still checked
-// against the float64 reference). The rms / layer backward rows take the forward's saved row
-// statistics (mean / rstd, as torch's backward does); a second row, "(recompute stats)", times
-// the path that recomputes them from x.
+// (rms_norm, layer_norm_backward, add_rms_norm, ...; default all); SIXFOLD_NORM_SKIP_NAIVE=1
+// leaves out the float64 naive rows (sixfold's outputs are still checked against the float64
+// reference). The rms / layer backward rows take the forward's saved row statistics (mean /
+// rstd, as torch's backward does); a second row, "(recompute stats)", times the path that
+// recomputes them from x. On the GPU each case also has a "CUDA graph replay" row (per call,
+// the host's launch work hidden; see add_graph_row).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +42,20 @@ const char* kind_name(NormKind k) {
     case NormKind::log_softmax: return "log_softmax";
   }
   return "?";
+}
+
+// The same calls replayed from a CUDA graph (BENCH.md: graph replays for tiny ops): the GPU's
+// time per call without the host's submission of each launch, which an idle GPU waits for when
+// every call is timed alone (4096x4096 is a 15-25 us problem; an empty kernel costs ~5 us per
+// call). At least 4 calls, on the slots in reverse order so that the last (checked) call is
+// slot 0's, whose inputs the reference used.
+template <class Call, class Check>
+void add_graph_row(Case& c, Backend backend, const std::string& name, Call call, Check check) {
+  if (backend != Backend::cuda) return;
+  const int slots = c.slots, calls = std::max(4, slots);
+  c.impls.push_back(graph_replay_impl(
+      name + ", CUDA graph replay",
+      [call, slots, calls](Stream st, int i) { call((calls - 1 - i) % slots, st); }, calls, check));
 }
 
 // bf16 rows, weight (and bias for LayerNorm) of ones-ish values; bytes = read x + write out.
@@ -91,6 +106,7 @@ std::unique_ptr<Case> make_norm_case(NormKind kind, Shape2 sh, Backend backend) 
     copy_bytes(out.get(), dev, nan.data(), Device::cpu(), numel * 2);
   };
   c->sync = [dev] { synchronize(dev); };
+  if (!std::getenv("SIXFOLD_NORM_SKIP_NAIVE"))
   c->impls.push_back({"float64 loops (unfused)", ImplKind::naive, backend == Backend::cuda,
                       [=](int) { *naive_out = reference::norm(kind, *xd, sh.rows, sh.n, *wd, *bd, eps); },
                       [=] { return max_rel_error(ref->data(), naive_out->data(), numel); }, 2});
@@ -98,21 +114,22 @@ std::unique_ptr<Case> make_norm_case(NormKind kind, Shape2 sh, Backend backend) 
   const TensorView tw = TensorView::contiguous(w.get(), DType::bf16, {sh.n}, dev);
   const TensorView tb = TensorView::contiguous(b.get(), DType::bf16, {sh.n}, dev);
   std::string name = std::string("sixfold::") + kind_name(kind);
-  c->impls.push_back({name, ImplKind::sixfold, false,
-                      [=, keep = std::vector{w, b}](int s) {  // keep: weight/bias outlive the views
-                        (void)keep;
-                        const TensorView x = view(xs[std::size_t(s)].get()), y = view(out.get());
-                        if (kind == NormKind::rms) rms_norm(x, tw, y, {eps});
-                        else if (kind == NormKind::layer) layer_norm(x, tw, tb, y, {eps});
-                        else softmax(x, y);
-                      },
-                      [=] {
-                        std::vector<std::uint16_t> h(static_cast<std::size_t>(numel));
-                        copy_bytes(h.data(), Device::cpu(), out.get(), dev, numel * 2);
-                        std::vector<double> d(h.size());
-                        for (std::size_t i = 0; i < h.size(); ++i) d[i] = to_float(BFloat16{h[i]});
-                        return max_rel_error(ref->data(), d.data(), numel);
-                      }});
+  auto call = [=, keep = std::vector{w, b}](int s, Stream st) {  // keep: weight/bias outlive the views
+    (void)keep;
+    const TensorView x = view(xs[std::size_t(s)].get()), y = view(out.get());
+    if (kind == NormKind::rms) rms_norm(x, tw, y, {eps}, st);
+    else if (kind == NormKind::layer) layer_norm(x, tw, tb, y, {eps}, st);
+    else softmax(x, y, st);
+  };
+  auto check = [=] {
+    std::vector<std::uint16_t> h(static_cast<std::size_t>(numel));
+    copy_bytes(h.data(), Device::cpu(), out.get(), dev, numel * 2);
+    std::vector<double> d(h.size());
+    for (std::size_t i = 0; i < h.size(); ++i) d[i] = to_float(BFloat16{h[i]});
+    return max_rel_error(ref->data(), d.data(), numel);
+  };
+  c->impls.push_back({name, ImplKind::sixfold, false, [call](int s) { call(s, Stream{}); }, check});
+  add_graph_row(*c, backend, name, call, check);
   return c;
 }
 
@@ -208,17 +225,19 @@ std::unique_ptr<Case> make_add_case(NormKind kind, Shape2 sh, Backend backend) {
   auto view = [dev, sh](void* p) { return TensorView::contiguous(p, DType::bf16, {sh.rows, sh.n}, dev); };
   const TensorView tw = TensorView::contiguous(w.get(), DType::bf16, {sh.n}, dev);
   const TensorView tb = TensorView::contiguous(b.get(), DType::bf16, {sh.n}, dev);
-  c->impls.push_back({std::string("sixfold::add_") + kind_name(kind), ImplKind::sixfold, false,
-                      [=, keep = std::vector{w, b}](int s) {
-                        (void)keep;
-                        const TensorView x = view(xs[std::size_t(s)].get()), r = view(rs[std::size_t(s)].get());
-                        if (kind == NormKind::rms) add_rms_norm(x, r, tw, view(out.get()), view(sum.get()), {eps});
-                        else add_layer_norm(x, r, tw, tb, view(out.get()), view(sum.get()), {eps});
-                      },
-                      [=] {
-                        return std::max(max_rel_error(ref->first.data(), fetch(dev, out, numel).data(), numel),
-                                        max_rel_error(ref->second.data(), fetch(dev, sum, numel).data(), numel));
-                      }});
+  auto call = [=, keep = std::vector{w, b}](int s, Stream st) {
+    (void)keep;
+    const TensorView x = view(xs[std::size_t(s)].get()), r = view(rs[std::size_t(s)].get());
+    if (kind == NormKind::rms) add_rms_norm(x, r, tw, view(out.get()), view(sum.get()), {eps}, st);
+    else add_layer_norm(x, r, tw, tb, view(out.get()), view(sum.get()), {eps}, st);
+  };
+  auto check = [=] {
+    return std::max(max_rel_error(ref->first.data(), fetch(dev, out, numel).data(), numel),
+                    max_rel_error(ref->second.data(), fetch(dev, sum, numel).data(), numel));
+  };
+  const std::string name = std::string("sixfold::add_") + kind_name(kind);
+  c->impls.push_back({name, ImplKind::sixfold, false, [call](int s) { call(s, Stream{}); }, check});
+  add_graph_row(*c, backend, name, call, check);
   return c;
 }
 
@@ -308,17 +327,17 @@ std::unique_ptr<Case> make_backward_case(NormKind kind, Shape2 sh, Backend backe
     if (!norm && !saved) break;
     std::string name = std::string("sixfold::") + kind_name(kind) + "_backward";
     if (norm && !saved) name += " (recompute stats)";
-    c->impls.push_back({name, ImplKind::sixfold, false,
-                        [=, keep = std::vector{w, dw, db}, keep_stats = stat_bufs](int s) {
-                          (void)keep, (void)keep_stats;
-                          const TensorView x = view(xs[std::size_t(s)].get()), d = view(ds[std::size_t(s)].get());
-                          const TensorView g = view(dx.get());
-                          const NormStats st = saved ? stats[std::size_t(s)] : NormStats{};
-                          if (kind == NormKind::rms) rms_norm_backward(d, x, tw, g, tdw, {eps}, {}, st);
-                          else if (kind == NormKind::layer) layer_norm_backward(d, x, tw, g, tdw, tdb, {eps}, {}, st);
-                          else softmax_backward(d, x, g);
-                        },
-                        check});
+    auto call = [=, keep = std::vector{w, dw, db}, keep_stats = stat_bufs](int s, Stream stream) {
+      (void)keep, (void)keep_stats;
+      const TensorView x = view(xs[std::size_t(s)].get()), d = view(ds[std::size_t(s)].get());
+      const TensorView g = view(dx.get());
+      const NormStats st = saved ? stats[std::size_t(s)] : NormStats{};
+      if (kind == NormKind::rms) rms_norm_backward(d, x, tw, g, tdw, {eps}, stream, st);
+      else if (kind == NormKind::layer) layer_norm_backward(d, x, tw, g, tdw, tdb, {eps}, stream, st);
+      else softmax_backward(d, x, g, stream);
+    };
+    c->impls.push_back({name, ImplKind::sixfold, false, [call](int s) { call(s, Stream{}); }, check});
+    if (saved) add_graph_row(*c, backend, name, call, check);
   }
   return c;
 }
