@@ -15,7 +15,8 @@
 #             the forward and fused-add rows, default vs each, on FWD_SHAPES (default 65536x1024)
 #   norm-all  every norm row of the new CLI (CUDA graph rows included), first three shapes
 #   norm-vars the rms / layer / softmax backward rows of the new CLI with SIXFOLD_NORM_BWD_KERNEL unset and
-#             set to each of VARS (default: regs regspf), two rounds
+#             set to each of VARS (default: regs regspf; an entry NAME=VALUE sets that variable
+#             instead), two rounds
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
 #             sections and the per-SASS source page (csv)
 # Logs to LOGDIR; a summary is printed as it goes (LOGDIR/summary.txt).
@@ -106,7 +107,7 @@ if want norm-vars; then  # SIXFOLD_NORM_BWD_KERNEL variants of the new CLI (VARS
   for round in 1 2; do
     for v in default ${VARS:-regs regspf}; do
       echo "== variants round $round: $v" >>"$out/norm_vars.log"
-      ( [[ $v != default ]] && export SIXFOLD_NORM_BWD_KERNEL=$v
+      ( if [[ $v == *=* ]]; then export "${v?}"; elif [[ $v != default ]]; then export SIXFOLD_NORM_BWD_KERNEL=$v; fi
         SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_OPS=rms_norm_backward,layer_norm_backward,softmax_backward \
         SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 150 "$bin/sixfold" bench norm --backend cuda \
         --seconds 0.25 >>"$out/norm_vars.log" 2>&1 )
