@@ -33,7 +33,14 @@ namespace sixfold::detail {
 namespace {
 
 constexpr std::int64_t kBlock = 1024;
-constexpr std::int64_t kF32WeightsMax = 32768;     // longer rows read weight/bias in their dtype
+// Rows longer than this read weight / bias in their dtype (converted as they are used, the same
+// values) instead of an f32 copy: at n = 8192 the f32 weight and bias are 64 KB, more than L1
+// beside the row, and the rewrite streamed them from L2. Dev box, bf16, same-session A/B, % of the
+// copy roofline (f32 copy up to 32768 → up to 2048): 16384x8192 rms 86.9–88.7 → 92.7–93.8,
+// layer 76.8–77.7 → 84.5–84.8, add_rms 85.3–87.4 → 88.3–89.8, add_layer 78.4–79.4 → 84.2–85.1;
+// 4096x4096 add_layer 82.6–83.6 → 89.7–91.5 (with 2048 as the bound), the rest within noise;
+// rows of 1024 within noise either way.
+constexpr std::int64_t kF32WeightsMax = 2048;
 constexpr std::int64_t kSoftmaxBufferMax = 65536;  // longer rows recompute exp (no row buffer)
 constexpr std::int64_t kSplitRowBytes = 1 << 20;   // rows this long are split over the threads
 
