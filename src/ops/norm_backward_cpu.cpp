@@ -63,8 +63,8 @@ struct RowTerms {
 };
 
 // Pass A (and B): the row's terms, from the saved statistics or from x.
-template <DType T>
-RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* w, RowStream* next) {
+template <DType T, DType Wt>
+RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {
   const std::int64_t n = a.x.n;
   const void* x = row.x;
   const void* dy = row.dy;
@@ -79,7 +79,7 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* 
       if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
       vf16 xc = ld<T>(x, i, m);
       if (layer) xc -= mf;
-      const vf16 g = ld<T>(dy, i, m) * ld<DType::f32>(w, i, m);
+      const vf16 g = ld<T>(dy, i, m) * ld<Wt>(w, i, m);
       acc[0] += g;
       acc[1] += g * xc;
     }, next);
@@ -90,7 +90,7 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* 
     row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
       if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
       acc[0] += ld<T>(x, i, m);
-      acc[1] += ld<T>(dy, i, m) * ld<DType::f32>(w, i, m);
+      acc[1] += ld<T>(dy, i, m) * ld<Wt>(w, i, m);
     }, next);
     const float mf = float(s[0] / double(n));
     t.mf = mf;
@@ -99,7 +99,7 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* 
     row_sums<2>(n, c, [=](std::int64_t i, int m, vf16* acc) {
       const vf16 xc = ld<T>(x, i, m, mf) - mf;
       acc[0] += xc * xc;
-      acc[1] += ld<T>(dy, i, m) * ld<DType::f32>(w, i, m) * xc;
+      acc[1] += ld<T>(dy, i, m) * ld<Wt>(w, i, m) * xc;
     }, next);
     t.rs = float(1.0 / std::sqrt(c[0] / double(n) + double(a.eps)));
     t.k = float(c[1] / double(n)) * t.rs * t.rs;  // mean(g·x̂)·r
@@ -109,7 +109,7 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* 
       if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
       const vf16 xv = ld<T>(x, i, m);
       acc[0] += xv * xv;
-      acc[1] += ld<T>(dy, i, m) * ld<DType::f32>(w, i, m) * xv;
+      acc[1] += ld<T>(dy, i, m) * ld<Wt>(w, i, m) * xv;
     }, next);
     t.rs = float(1.0 / std::sqrt(s[0] / double(n) + double(a.eps)));
     t.k = float(s[1] / double(n)) * t.rs * t.rs;
@@ -121,8 +121,8 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const float* 
 // dw += dy·(x − mf)·rs, db += dy, with the group's dw / db partials and w loaded and stored once
 // per chunk for all R rows. Each element's updates come in row order, so any R gives the bits of
 // row by row (R = 1).
-template <DType T, int R, bool Layer, bool Dw, bool Db>
-void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const float* w, float* dw, float* db,
+template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db>
+void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const void* w, float* dw, float* db,
                     std::int64_t n, bool nt, RowStream* next) {
   // Copies the lambda holds by value (no reloads after each store to dw / db, which the
   // compiler could not tell apart from them).
@@ -138,7 +138,7 @@ void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const float* w
     vf16 dwv{}, dbv{};
     if constexpr (Dw) dwv = ld<DType::f32>(dw, i, m);
     if constexpr (Db) dbv = ld<DType::f32>(db, i, m);
-    const vf16 wv = ld<DType::f32>(w, i, m);
+    const vf16 wv = ld<Wt>(w, i, m);
 #pragma GCC unroll 4
     for (int j = 0; j < R; ++j) {
       vf16 xc = ld<T>(xs[j], i, m);
@@ -164,24 +164,24 @@ void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const float* w
 // R rows of one row group (R = 1: row by row; kBatch: LayerNorm batches, see
 // norm_backward_rows): pass A of each, then one pass C.
 constexpr int kBatch = 4;
-template <DType T, int R>
-void norm_backward_pass(const NormBackwardArgs& a, const Row (&rows)[R], const float* w, float* dw, float* db,
+template <DType T, DType Wt, int R>
+void norm_backward_pass(const NormBackwardArgs& a, const Row (&rows)[R], const void* w, float* dw, float* db,
                         bool nt, RowStream* next) {
   const std::int64_t n = a.x.n;
   RowTerms t[R];
-  for (int j = 0; j < R; ++j) t[j] = backward_terms<T>(a, rows[j], w, next);
+  for (int j = 0; j < R; ++j) t[j] = backward_terms<T, Wt>(a, rows[j], w, next);
   const int grads = (dw ? 1 : 0) | (db ? 2 : 0);
   if (a.kind == NormKind::layer) {
     switch (grads) {
-      case 0: return backward_write<T, R, true, false, false>(rows, t, w, dw, db, n, nt, next);
-      case 1: return backward_write<T, R, true, true, false>(rows, t, w, dw, db, n, nt, next);
-      case 2: return backward_write<T, R, true, false, true>(rows, t, w, dw, db, n, nt, next);
-      default: return backward_write<T, R, true, true, true>(rows, t, w, dw, db, n, nt, next);
+      case 0: return backward_write<T, Wt, R, true, false, false>(rows, t, w, dw, db, n, nt, next);
+      case 1: return backward_write<T, Wt, R, true, true, false>(rows, t, w, dw, db, n, nt, next);
+      case 2: return backward_write<T, Wt, R, true, false, true>(rows, t, w, dw, db, n, nt, next);
+      default: return backward_write<T, Wt, R, true, true, true>(rows, t, w, dw, db, n, nt, next);
     }
   }
   if constexpr (R == 1) {  // rms: row by row only
-    if (dw) return backward_write<T, 1, false, true, false>(rows, t, w, dw, db, n, nt, next);
-    backward_write<T, 1, false, false, false>(rows, t, w, dw, db, n, nt, next);
+    if (dw) return backward_write<T, Wt, 1, false, true, false>(rows, t, w, dw, db, n, nt, next);
+    backward_write<T, Wt, 1, false, false, false>(rows, t, w, dw, db, n, nt, next);
   }
 }
 
@@ -208,12 +208,17 @@ void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, Ro
   }
 }
 
-template <DType T>
+// Rows longer than this read the weight in its dtype (as the forward, norm_cpu.cpp: an f32 copy
+// of 8192 weights is 32 KB of L1 beside the row, the dw / db partials and pass C's re-reads).
+constexpr std::int64_t kF32WeightsMax = 2048;
+
+template <DType T, DType Wt>
 void norm_backward_rows(const NormBackwardArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
-  std::vector<float> w(norm ? std::size_t(n) : 0, 1.0f);
-  if (norm && a.weight) load_row(a.dtype, a.weight, w.data(), n);
+  std::vector<float> wf(norm && Wt == DType::f32 ? std::size_t(n) : 0, 1.0f);
+  if (norm && a.weight && Wt == DType::f32) load_row(a.dtype, a.weight, wf.data(), n);
+  const void* w = Wt == DType::f32 ? static_cast<const void*>(wf.data()) : a.weight;
   const bool grads = a.dweight || a.dbias;
   // Fixed row groups: at most 64, and at most 2^21 partial elements per gradient.
   const std::int64_t groups =
@@ -253,11 +258,11 @@ void norm_backward_rows(const NormBackwardArgs& a) {
       if (batch)
         for (; r + kBatch <= end; r += kBatch) {
           const Row batch_rows[kBatch] = {row_at(r), row_at(r + 1), row_at(r + 2), row_at(r + 3)};
-          norm_backward_pass<T, kBatch>(a, batch_rows, w.data(), dw, db, nt, &next);
+          norm_backward_pass<T, Wt, kBatch>(a, batch_rows, w, dw, db, nt, &next);
         }
       for (; r < end; ++r) {
         const Row one[1] = {row_at(r)};
-        if (norm) norm_backward_pass<T, 1>(a, one, w.data(), dw, db, nt, &next);
+        if (norm) norm_backward_pass<T, Wt, 1>(a, one, w, dw, db, nt, &next);
         else softmax_backward_row<T>(a, one[0], nt, &next);
       }
     }
@@ -284,7 +289,12 @@ void norm_backward_rows(const NormBackwardArgs& a) {
 }  // namespace
 
 void norm_backward_cpu(const NormBackwardArgs& a) {
-  with_float_dtype(a.dtype, [&]<DType T>() { norm_backward_rows<T>(a); });
+  with_float_dtype(a.dtype, [&]<DType T>() {
+    const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
+    if constexpr (T != DType::f32)
+      if (norm && a.weight && a.x.n > kF32WeightsMax) return norm_backward_rows<T, T>(a);
+    norm_backward_rows<T, DType::f32>(a);
+  });
 }
 
 }  // namespace sixfold::detail
