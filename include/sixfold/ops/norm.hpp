@@ -90,9 +90,9 @@ void add_layer_norm(const TensorView& x, const TensorView& residual, const Tenso
 // (it may alias dy or x exactly). dweight / dbias: (n), the dtype of x or f32, optional (absent:
 // not computed; dweight requires weight). params.eps must be the forward's. CUDA: takes a
 // stream-ordered workspace (per-group partials of dweight/dbias; row statistics of rows longer
-// than 8192 elements) from sixfold's own memory pool on the device, created on first use and
-// keeping its memory for later calls; the first call on a device creates that pool, so make it
-// outside CUDA-graph capture.
+// than 8192 elements) from the device's default memory pool (cudaMallocAsync), so calls may be
+// captured into CUDA graphs (allocation nodes; tests/test_norm_backward.cpp,
+// CudaCapturedInAGraph).
 // stats: the forward's saved statistics (NormStats above), or empty to recompute them from x.
 void rms_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
                        const TensorView& dx, const TensorView& dweight, NormParams params = {},
