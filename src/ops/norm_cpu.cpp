@@ -195,21 +195,25 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
     write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, next);
   } else if (kind == NormKind::softmax) {
     // e = exp(x − m) into buf, Σe; then y = e / Σe (a NaN in the row makes Σe, so y, NaN).
+    // exp(x − m) as 2^(x·log2 e − m·log2 e): one FMA instead of a subtraction and a product; the
+    // rounding of m·log2 e is one factor on every e of the row and cancels in e / Σe.
+    const float ml = m * 1.44269504088896341f;
+    const auto e_of = [ml](vf16 v) { return vexp2_nonpositive<exp_degree<T>>(v * 1.44269504088896341f - ml); };
     double s = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
       const std::int64_t end = b0 + std::min(kBlock, n - b0);
       vf16 a0{}, a1{};
       std::int64_t i = b0;
       for (; i + 32 <= end; i += 32) {
-        const vf16 e0 = vexp_nonpositive<exp_degree<T>>(vload<T>(at<T>(x, i)) - m);
-        const vf16 e1 = vexp_nonpositive<exp_degree<T>>(vload<T>(at<T>(x, i + 16)) - m);
+        const vf16 e0 = e_of(vload<T>(at<T>(x, i)));
+        const vf16 e1 = e_of(vload<T>(at<T>(x, i + 16)));
         vstore<DType::f32>(buf + i, e0);
         vstore<DType::f32>(buf + i + 16, e1);
         a0 += e0, a1 += e1;
       }
       for (; i < end; i += 16) {
         const int k = int(std::min<std::int64_t>(16, end - i));
-        const vf16 e = vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, k, -INFINITY) - m);
+        const vf16 e = e_of(ld<T>(x, i, k, -INFINITY));
         if (k == 16) vstore<DType::f32>(buf + i, e);
         else vstore_part<DType::f32>(buf + i, k, e);
         a0 += e;

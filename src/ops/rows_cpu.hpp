@@ -483,9 +483,9 @@ inline vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element
 template <DType T>
 constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
 
+// 2^t (the same steps as exp from t = x·log2 e on).
 template <bool Upper, int Deg>
-inline vf16 vexp_impl(vf16 x) {
-  vf16 t = x * 1.44269504088896341f;
+inline vf16 vexp2_impl(vf16 t) {
 #if defined(__AVX512F__)
   // min / max return their second operand where either is NaN: t's NaN survives, in one
   // instruction each instead of a compare and a blend.
@@ -512,12 +512,17 @@ inline vf16 vexp_impl(vf16 x) {
   return exp2_poly<Deg>(t - k) * s1 * s2 * s3;
 #endif
 }
+template <bool Upper, int Deg>
+inline vf16 vexp_impl(vf16 x) { return vexp2_impl<Upper, Deg>(x * 1.44269504088896341f); }
 // exp(x), any x (x > 110: +inf, x < −110: 0, NaN: NaN).
 template <int Deg = 5>
 inline vf16 vexp(vf16 x) { return vexp_impl<true, Deg>(x); }
 // exp(x) for x <= 0 or −inf (softmax's exp(x − max)); x < −110 gives 0, NaN stays NaN.
 template <int Deg = 5>
 inline vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false, Deg>(x); }
+// 2^t for t <= 0 or −inf (softmax's exp(x − max) as 2^(x·log2 e − max·log2 e), one FMA).
+template <int Deg = 5>
+inline vf16 vexp2_nonpositive(vf16 t) { return vexp2_impl<false, Deg>(t); }
 
 // Calls f.template operator()<T>() for the floating dtype T of a validated call (f32, bf16, f16);
 // any other dtype was rejected by the entry's validation and does nothing here.
