@@ -208,10 +208,6 @@ void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, Ro
   }
 }
 
-// Rows longer than this read the weight in its dtype (as the forward, norm_cpu.cpp: an f32 copy
-// of 8192 weights is 32 KB of L1 beside the row, the dw / db partials and pass C's re-reads).
-constexpr std::int64_t kF32WeightsMax = 2048;
-
 template <DType T, DType Wt>
 void norm_backward_rows(const NormBackwardArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;

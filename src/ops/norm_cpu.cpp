@@ -33,16 +33,19 @@ namespace sixfold::detail {
 namespace {
 
 constexpr std::int64_t kBlock = 1024;
-// Rows longer than this read weight / bias in their dtype (converted as they are used, the same
-// values) instead of an f32 copy: at n = 8192 the f32 weight and bias are 64 KB, more than L1
-// beside the row, and the rewrite streamed them from L2. Dev box, bf16, same-session A/B, % of the
-// copy roofline (f32 copy up to 32768 → up to 2048): 16384x8192 rms 86.9–88.7 → 92.7–93.8,
-// layer 76.8–77.7 → 84.5–84.8, add_rms 85.3–87.4 → 88.3–89.8, add_layer 78.4–79.4 → 84.2–85.1;
-// 4096x4096 add_layer 82.6–83.6 → 89.7–91.5 (with 2048 as the bound), the rest within noise;
-// rows of 1024 within noise either way.
-constexpr std::int64_t kF32WeightsMax = 2048;
 constexpr std::int64_t kSoftmaxBufferMax = 65536;  // longer rows recompute exp (no row buffer)
 constexpr std::int64_t kSplitRowBytes = 1 << 20;   // rows this long are split over the threads
+
+// Softmax's exp(x − m) as 2^(x·log2 e − m·log2 e): one FMA instead of a subtraction and a
+// product (the rounding of m·log2 e is one factor on every exponential of the row and cancels in
+// e / Σe; log_softmax, whose output holds log Σe, keeps the exact x − m). Dev box, bf16,
+// same-session A/B, the row-buffer path: 16384x8192 24.10–24.37 → 23.06–23.60 ms, 65536x1024
+// 12.83–12.87 → 12.39–12.56 ms.
+template <DType T>
+auto softmax_exp(float m) {
+  const float ml = m * kLog2e;
+  return [ml](vf16 v) { return vexp2_nonpositive<exp_degree<T>>(v * kLog2e - ml); };
+}
 
 // The 32 elements from i of a row into two vectors (lane order unspecified, as sums need), with
 // the software prefetch ahead when the row streams from memory.
@@ -190,15 +193,13 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
   const float m = row_max<T>(x, n, next);
   if (kind == NormKind::softmax && n > kSoftmaxBufferMax) {
     // Long rows: exp computed twice (an f32 buffer of the row would take L2 from the rows).
-    const double s = row_sum<T, false>(x, n, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, next);
+    const auto e_of = softmax_exp<T>(m);
+    const double s = row_sum<T, false>(x, n, -INFINITY, e_of, next);
     const float inv = float(1.0 / s);
-    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, next);
+    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m2) { return e_of(ld<T>(x, i, m2)) * inv; }, next);
   } else if (kind == NormKind::softmax) {
     // e = exp(x − m) into buf, Σe; then y = e / Σe (a NaN in the row makes Σe, so y, NaN).
-    // exp(x − m) as 2^(x·log2 e − m·log2 e): one FMA instead of a subtraction and a product; the
-    // rounding of m·log2 e is one factor on every e of the row and cancels in e / Σe.
-    const float ml = m * 1.44269504088896341f;
-    const auto e_of = [ml](vf16 v) { return vexp2_nonpositive<exp_degree<T>>(v * 1.44269504088896341f - ml); };
+    const auto e_of = softmax_exp<T>(m);
     double s = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
       const std::int64_t end = b0 + std::min(kBlock, n - b0);
@@ -339,12 +340,14 @@ void split_rows(const NormArgs& a, const Ctx& c) {
 #pragma omp barrier
         float m = -INFINITY;
         for (float v : maxes[par]) m = v > m ? v : m;
-        row_sum<T, false>(x, len, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, nullptr, q1);
+        const auto e_of = softmax_exp<T>(m);
+        if (a.kind == NormKind::softmax) row_sum<T, false>(x, len, -INFINITY, e_of, nullptr, q1);
+        else row_sum<T, false>(x, len, -INFINITY, [m](vf16 v) { return vexp_nonpositive<exp_degree<T>>(v - m); }, nullptr, q1);
 #pragma omp barrier
         const double s = total(p1[par]);
         if (a.kind == NormKind::softmax) {
           const float inv = float(1.0 / s);
-          write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m2) { return vexp_nonpositive<exp_degree<T>>(ld<T>(x, i, m2) - m) * inv; }, &next);
+          write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m2) { return e_of(ld<T>(x, i, m2)) * inv; }, &next);
         } else {
           const float shift = float(double(m) + std::log(s));
           write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m2) { return ld<T>(x, i, m2) - shift; }, &next);

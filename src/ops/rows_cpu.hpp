@@ -483,6 +483,18 @@ inline vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element
 template <DType T>
 constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
 
+inline constexpr float kLog2e = 1.44269504088896341f;
+
+// Rows longer than this read weight / bias in their dtype (converted as they are used: the same
+// values) instead of an f32 copy, in the forward (norm_cpu.cpp) and the backward
+// (norm_backward_cpu.cpp): at n = 8192 the f32 weight and bias are 64 KB, more than L1 beside the
+// row, and each row's pass streamed them from L2. Dev box, bf16, same-session A/B, % of the copy
+// roofline (f32 copy up to 32768 → up to 2048): 16384x8192 rms 86.9–88.7 → 92.7–93.8, layer
+// 76.8–77.7 → 84.5–84.8, add_rms 85.3–87.4 → 88.3–89.8, add_layer 78.4–79.4 → 84.2–85.1,
+// rms backward 69.6–71.3 → 75.0–75.4; 4096x4096 add_layer 82.6–83.6 → 89.7–91.5, rms backward
+// 73.8–74.5 → 77.6–78.8; rows of 1024 within noise either way (docs/perf/norm.md, session 8).
+inline constexpr std::int64_t kF32WeightsMax = 2048;
+
 // 2^t (the same steps as exp from t = x·log2 e on).
 template <bool Upper, int Deg>
 inline vf16 vexp2_impl(vf16 t) {
@@ -513,7 +525,7 @@ inline vf16 vexp2_impl(vf16 t) {
 #endif
 }
 template <bool Upper, int Deg>
-inline vf16 vexp_impl(vf16 x) { return vexp2_impl<Upper, Deg>(x * 1.44269504088896341f); }
+inline vf16 vexp_impl(vf16 x) { return vexp2_impl<Upper, Deg>(x * kLog2e); }
 // exp(x), any x (x > 110: +inf, x < −110: 0, NaN: NaN).
 template <int Deg = 5>
 inline vf16 vexp(vf16 x) { return vexp_impl<true, Deg>(x); }
