@@ -340,9 +340,9 @@ inline constexpr int kSmemGradArrays = K == NormKind::layer ? 3 : 2;
 
 // Two blocks per SM where the row fits 64 registers: the softmax kinds and SmemGrads, with
 // 16-bit elements in 16-byte packs (f32 and scalar rows spill at 64).
-template <class T, NormKind K, int W, bool SmemGrads, bool Prefetch = false>
+template <class T, NormKind K, int W, bool SmemGrads>
 inline constexpr int kRegsMinBlocks =
-    !Prefetch && (SmemGrads || !kHasGrads<K>) && sizeof(T) == 2 && W * sizeof(T) == 16 ? 2 : 1;
+    (SmemGrads || !kHasGrads<K>) && sizeof(T) == 2 && W * sizeof(T) == 16 ? 2 : 1;
 
 // Lean: the v4 arithmetic (block_sum, 1/n once, rsqrtf); !Lean: v0 as measured in runs C/D
 // (block_reduce, IEEE divisions and sqrt per row and thread), kept for the comparison
@@ -355,7 +355,7 @@ inline constexpr int kRegsMinBlocks =
 // wait behind the previous row's work instead of starting after it.
 template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false,
           bool Saved = false, bool Prefetch = false>
-__global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads, Prefetch>)
+__global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
               int cluster, float inv_n) {
   static_assert(!Saved || kHasGrads<K>);
@@ -1008,8 +1008,8 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 // and dw/db in registers, one 512-thread block per SM; the default for f32 and scalar rows) |
 // regs0 (v0, the kernel of runs C/D: v4's layout with the old reductions and divisions; bf16
 // 16-byte rows only, else v4). The pipelined v1–v3 were removed after run D (commit 007b8e4
-// has them). softmax / log_softmax: SIXFOLD_NORM_BWD_KERNEL=regspf gives them v7's prefetch
-// too (one block per SM instead of two; not the default).
+// has them). softmax / log_softmax keep their two-block kernel: with v7's prefetch (one block per
+// SM) they measured within noise (dev/norm/README.md, session 8).
 // H200, same process, bf16, % of copy (default v5/v6 → v7; saved statistics, recompute in
 // brackets): rms 16384x8192 86.6 → 84.8–86.2 (83.3 → 87.7–87.9), 4096x4096 55.9–57.6 →
 // 58.2–58.3, 65536x1024 76.8–78.3 → 80.9–81.4 (78 → 83); layer 16384x8192 80.9 → 83.3–83.7
@@ -1063,9 +1063,6 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
       if constexpr (std::is_same_v<T, __nv_bfloat16>)  // v0 for the comparison: bf16 only
         if (v == RegsVariant::regs0) kernel = bwd_rows_regs<T, K, SR, W, false, false, Saved>;
     }
-    if constexpr (!kHasGrads<K> && sizeof(T) == 2 && W > 1)  // softmax kinds: v7 only when asked
-      if (v == RegsVariant::pf && std::getenv("SIXFOLD_NORM_BWD_KERNEL"))
-        kernel = bwd_rows_regs<T, K, SR, W, true, false, false, true>;
     cudaLaunchConfig_t cfg{};
     cfg.blockDim = dim3(unsigned(threads));
     cfg.dynamicSmemBytes = smem;
