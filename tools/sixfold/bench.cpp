@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
+#include <string>
 
 namespace sixfold::bench {
 
@@ -54,6 +56,13 @@ std::int64_t llc_bytes(Backend b) {
 int rotating_slots(Backend b, double bytes_per_set, int max_slots) {
   const double need = 2.0 * double(llc_bytes(b));
   return std::clamp(int(std::ceil(need / std::max(bytes_per_set, 1.0))), 1, max_slots);
+}
+
+bool env_lists(const char* var, const std::string& item) {
+  const char* env = std::getenv(var);
+  if (!env || !*env) return true;
+  const std::string list = std::string(",") + env + ",";
+  return list.find("," + item + ",") != std::string::npos;
 }
 
 namespace {

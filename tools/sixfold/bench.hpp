@@ -107,6 +107,9 @@ double max_rel_error(const double* ref, const double* out, std::int64_t n);
 std::int64_t llc_bytes(Backend b);
 // Input sets so that all of them together are at least twice the last-level cache.
 int rotating_slots(Backend b, double bytes_per_set, int max_slots = 8);
+// Dev filters for A/B runs: true when `item` is in the comma-separated list of environment
+// variable `var`, or when the variable is unset or empty.
+bool env_lists(const char* var, const std::string& item);
 
 // GPU-side pieces (bench_cuda.cu); absent without CUDA.
 double gpu_time_ms(const std::function<void()>& launch);  // events around one launch

@@ -342,14 +342,6 @@ std::unique_ptr<Case> make_backward_case(NormKind kind, Shape2 sh, Backend backe
   return c;
 }
 
-// True when `item` is in the comma-separated list of environment variable `var` (or it is unset).
-bool enabled(const char* var, const std::string& item) {
-  const char* env = std::getenv(var);
-  if (!env || !*env) return true;
-  const std::string list = std::string(",") + env + ",";
-  return list.find("," + item + ",") != std::string::npos;
-}
-
 }  // namespace
 
 void register_norm_cases() {
@@ -358,20 +350,20 @@ void register_norm_cases() {
     // `bench` runs each shape once; the factories' size argument is unused (shape-defined).
     auto add = [&](const std::string& workload, const Shape2& sh,
                    std::function<std::unique_ptr<Case>()> make) {
-      if (!enabled("SIXFOLD_NORM_SHAPES", sh.label) || !enabled("SIXFOLD_NORM_OPS", workload)) return;
+      if (!env_lists("SIXFOLD_NORM_SHAPES", sh.label) || !env_lists("SIXFOLD_NORM_OPS", workload)) return;
       registry().push_back({"norm", workload + " bf16 " + sh.label, backend,
                             [make](std::int64_t) { return make(); },
                             {{sh.rows * sh.n, sh.label}}, {1}});
     };
-    if (enabled("SIXFOLD_NORM_CASES", "forward"))
+    if (env_lists("SIXFOLD_NORM_CASES", "forward"))
       for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax})
         for (const Shape2& sh : kShapes)
           add(kind_name(k), sh, [=] { return make_norm_case(k, sh, backend); });
-    if (enabled("SIXFOLD_NORM_CASES", "add"))
+    if (env_lists("SIXFOLD_NORM_CASES", "add"))
       for (NormKind k : {NormKind::rms, NormKind::layer})
         for (const Shape2& sh : kShapes)
           add(std::string("add_") + kind_name(k), sh, [=] { return make_add_case(k, sh, backend); });
-    if (enabled("SIXFOLD_NORM_CASES", "backward"))
+    if (env_lists("SIXFOLD_NORM_CASES", "backward"))
       for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax})
         for (const Shape2& sh : kShapes)
           add(std::string(kind_name(k)) + "_backward", sh,

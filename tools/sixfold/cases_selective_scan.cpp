@@ -12,7 +12,6 @@
 // (element, state). The error is max|out − ref| / max|ref| over 32 sampled (batch, channel)
 // rows against the float64 loop (the whole tensor for the decoding step).
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -334,12 +333,7 @@ std::unique_ptr<Case> make_step_case(Backend backend) {
 void register_selective_scan_cases() {
   // Dev filter: SIXFOLD_SSCAN_CASES lists the rows to register, by index into the scan shapes
   // (0, 1, 2) and `decode` (default: all), e.g. SIXFOLD_SSCAN_CASES=decode for A/B runs.
-  const char* only = std::getenv("SIXFOLD_SSCAN_CASES");
-  const auto wanted = [only](const std::string& key) {
-    if (!only) return true;
-    const std::string list = std::string(",") + only + ",";
-    return list.find("," + key + ",") != std::string::npos;
-  };
+  const auto wanted = [](const std::string& key) { return env_lists("SIXFOLD_SSCAN_CASES", key); };
   for (Backend backend : {Backend::cpu, Backend::cuda}) {
     if (backend == Backend::cuda && !cuda_available()) continue;
     for (std::size_t i = 0; i < std::size(kShapes); ++i) {
