@@ -499,7 +499,7 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
 }
 
 // The rms / layer backward variants for rows of n ≤ 8192 (src/cuda/norm_backward.cu, picked by
-// SIXFOLD_NORM_BWD_KERNEL; smem, with clusters, is the default): the cases above plus rows enough for many rows
+// SIXFOLD_NORM_BWD_KERNEL; regspf, v7, is the default for 16-bit rows): the cases above plus rows enough for many rows
 // per block (the dw/db slots and registers accumulate across rows), with and without a weight.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
