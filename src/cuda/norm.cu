@@ -350,19 +350,61 @@ __device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, in
   }
 }
 
+// rewrite_affine with the weight and bias packs loaded beforehand (wp, bp; kEarly below).
+template <int W, class T, int S, class Out>
+__device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
+                                                      const Pack<T, W> (&bp)[S], bool has_w,
+                                                      bool has_b, const bool (&ok)[S], Out&& out) {
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (!ok[s]) continue;
+    float wv[W], bv[W];
+#pragma unroll
+    for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
+    if (has_w) wp[s].unpack(wv);
+    if (has_b) bp[s].unpack(bv);
+    out(s, wv, bv);
+  }
+}
+
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
 // op-reduction of value over those threads (pass 0 or 1: which shared slots). kStats: the
 // thread with `saver` set writes the row's statistics (a.mean / a.rstd where set) at `row`.
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, class Red>
+// kEarly (one row per block; used for rms): the weight and bias packs are loaded with the row,
+// before the reductions, instead of pack by pack in the rewrite after them (16 more registers
+// for rms), so the rewrite does not wait on their L1/L2 round trips.
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, bool kEarly = false,
+          class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
                                           T* y, int t, int p, bool live, Red&& red,
                                           std::int64_t row, bool saver) {
   Pack<T, W> r[S];
   bool ok[S];
   const int n = int(a.x.n);
-  load_tile<T, S, W, kAdd>(x, res, sum, t, p, n, live, r, ok);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
+  Pack<T, W> wp[kEarly ? S : 1], bp[kEarly ? S : 1];
+  if constexpr (kEarly) {
+    const int rem = live ? n - t * W : 0;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      wp[s].raw = bp[s].raw = {};
+      if (s * p * W < rem) {
+        if (w) wp[s] = Pack<T, W>::load_read_only(w + (s * p + t) * W);
+        if (K == NormKind::layer && b) bp[s] = Pack<T, W>::load_read_only(b + (s * p + t) * W);
+      }
+    }
+  }
+  load_tile<T, S, W, kAdd>(x, res, sum, t, p, n, live, r, ok);
+  const auto affine = [&](auto&& out) {
+    if constexpr (kEarly)
+      rewrite_affine_loaded<W>(wp, bp, w != nullptr, K == NormKind::layer && b != nullptr, ok,
+                               out);
+    else if constexpr (K == NormKind::rms)
+      rewrite_affine<W>(w, static_cast<const T*>(nullptr), t, p, ok, out);
+    else
+      rewrite_affine<W>(w, b, t, p, ok, out);
+  };
   const auto store = [&](int s, const float (&o)[W]) {
     Pack<T, W>::pack(o).store(y + (s * p + t) * W);
   };
@@ -371,8 +413,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     const float rs = 1.0f / sqrtf(ss / float(n) + a.eps);
     if constexpr (kStats)
       if (saver && a.rstd) a.rstd[row] = rs;
-    const T* no_bias = nullptr;
-    rewrite_affine<W>(w, no_bias, t, p, ok, [&](int s, const float (&wv)[W], const float (&)[W]) {
+    affine([&](int s, const float (&wv)[W], const float (&)[W]) {
       float v[W], o[W];
       opaque(r[s]).unpack(v);
 #pragma unroll
@@ -389,7 +430,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
       if (saver && a.mean) a.mean[row] = mean;
       if (saver && a.rstd) a.rstd[row] = rs;
     }
-    rewrite_affine<W>(w, b, t, p, ok, [&](int s, const float (&wv)[W], const float (&bv)[W]) {
+    affine([&](int s, const float (&wv)[W], const float (&bv)[W]) {
       float v[W], o[W];
       opaque(r[s]).unpack(v);
 #pragma unroll
@@ -491,13 +532,15 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
-__global__ void __launch_bounds__(1024) norm_rows_block(NormArgs a) {
+// kEarly: at most kEarlyThreads threads (the registers of the weight and bias packs).
+constexpr int kEarlyThreads = 256;
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, bool kEarly>
+__global__ void __launch_bounds__(kEarly ? kEarlyThreads : 1024) norm_rows_block(NormArgs a) {
   __shared__ float slots[2][32];
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kStats>(a, x, residual_row<T, kAdd>(a, row),
+  norm_tile<T, K, S, W, kAdd, kStats, kEarly>(a, x, residual_row<T, kAdd>(a, row),
                                       sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
                                       int(blockDim.x), true,
                                       [&](float v, auto op, int pass) {
@@ -786,8 +829,18 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     });
   } else {
     const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
+    // RMSNorm's weight loaded with the row (kEarly); dev hook: "wlate" in SIXFOLD_NORM_FWD keeps
+    // the loads in the rewrite (the kernel before session 9). H200, bf16, same process, two
+    // rounds: rms 4096x4096 graph replay 79.6-80.1 -> 84.5-84.6% of copy, add_rms per call
+    // 74.8-75.7 -> 79.0-79.6%, 16384x8192 within noise. LayerNorm's weight and bias early (86
+    // registers, 105 with the add) lost: layer 16384x8192 91-92 -> 54-55%, add_layer 4096x4096
+    // graph 85 -> 77%.
+    constexpr bool kAffine = K == NormKind::rms;
+    const auto kernel = kAffine && threads <= kEarlyThreads && !fwd_dev_flag("wlate")
+                            ? norm_rows_block<T, K, S, W, kAdd, kStats, kAffine>
+                            : norm_rows_block<T, K, S, W, kAdd, kStats, false>;
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
-      norm_rows_block<T, K, S, W, kAdd, kStats><<<unsigned(b.x.rows), threads, 0, stream>>>(b);
+      kernel<<<unsigned(b.x.rows), threads, 0, stream>>>(b);
       check_cuda(cudaGetLastError(), kWhere);
     });
   }
