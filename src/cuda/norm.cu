@@ -350,7 +350,7 @@ __device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, in
   }
 }
 
-// rewrite_affine with the weight and bias packs loaded beforehand (wp, bp; kEarly below).
+// rewrite_affine with the weight and bias packs loaded beforehand (wp, bp; kAff = 1 below).
 template <int W, class T, int S, class Out>
 __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
                                                       const Pack<T, W> (&bp)[S], bool has_w,
@@ -370,10 +370,10 @@ __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
 // op-reduction of value over those threads (pass 0 or 1: which shared slots). kStats: the
 // thread with `saver` set writes the row's statistics (a.mean / a.rstd where set) at `row`.
-// kEarly (one row per block; used for rms): the weight and bias packs are loaded with the row,
+// kAff = 1 (one row per block; rms): the weight (and bias) packs are loaded with the row,
 // before the reductions, instead of pack by pack in the rewrite after them (16 more registers
 // for rms), so the rewrite does not wait on their L1/L2 round trips.
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, bool kEarly = false,
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0,
           class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
                                           T* y, int t, int p, bool live, Red&& red,
@@ -383,6 +383,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
   const int n = int(a.x.n);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
+  constexpr bool kEarly = kAff == 1;
   Pack<T, W> wp[kEarly ? S : 1], bp[kEarly ? S : 1];
   if constexpr (kEarly) {
     const int rem = live ? n - t * W : 0;
@@ -532,15 +533,16 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
-// kEarly: at most kEarlyThreads threads (the registers of the weight and bias packs).
+// kAff (the weight loads, norm_tile): 0 per pack in the rewrite, 1 with the row (rms; at most
+// kEarlyThreads threads: the registers of the packs).
 constexpr int kEarlyThreads = 256;
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, bool kEarly>
-__global__ void __launch_bounds__(kEarly ? kEarlyThreads : 1024) norm_rows_block(NormArgs a) {
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff>
+__global__ void __launch_bounds__(kAff ? kEarlyThreads : 1024) norm_rows_block(NormArgs a) {
   __shared__ float slots[2][32];
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kStats, kEarly>(a, x, residual_row<T, kAdd>(a, row),
+  norm_tile<T, K, S, W, kAdd, kStats, kAff>(a, x, residual_row<T, kAdd>(a, row),
                                       sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
                                       int(blockDim.x), true,
                                       [&](float v, auto op, int pass) {
@@ -829,16 +831,19 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     });
   } else {
     const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
-    // RMSNorm's weight loaded with the row (kEarly); dev hook: "wlate" in SIXFOLD_NORM_FWD keeps
+    // RMSNorm's weight loaded with the row (kAff = 1); dev hook: "wlate" in SIXFOLD_NORM_FWD keeps
     // the loads in the rewrite (the kernel before session 9). H200, bf16, same process, two
     // rounds: rms 4096x4096 graph replay 79.6-80.1 -> 84.5-84.6% of copy, add_rms per call
     // 74.8-75.7 -> 79.0-79.6%, 16384x8192 within noise. LayerNorm's weight and bias early (86
     // registers, 105 with the add) lost: layer 16384x8192 91-92 -> 54-55%, add_layer 4096x4096
-    // graph 85 -> 77%.
-    constexpr bool kAffine = K == NormKind::rms;
-    const auto kernel = kAffine && threads <= kEarlyThreads && !fwd_dev_flag("wlate")
-                            ? norm_rows_block<T, K, S, W, kAdd, kStats, kAffine>
-                            : norm_rows_block<T, K, S, W, kAdd, kStats, false>;
+    // graph 85 -> 77%; so did its loads issued 2 or 4 packs at a time in the rewrite (61 / 86
+    // registers; 16384x8192 91.5 -> 78.7 / 57.0%, 4096x4096 60 -> 55 / 47% per call) and capping
+    // its registers at 32 for 16 blocks per SM (4096x4096: no change); docs/perf/norm.md, session 9.
+    auto kernel = norm_rows_block<T, K, S, W, kAdd, kStats, 0>;
+    if (threads <= kEarlyThreads) {
+      if constexpr (K == NormKind::rms)
+        if (!fwd_dev_flag("wlate")) kernel = norm_rows_block<T, K, S, W, kAdd, kStats, 1>;
+    }
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
       kernel<<<unsigned(b.x.rows), threads, 0, stream>>>(b);
       check_cuda(cudaGetLastError(), kWhere);
