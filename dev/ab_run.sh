@@ -19,6 +19,9 @@
 #             instead), two rounds
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
 #             sections and the per-SASS source page (csv)
+#   torch     bench/torch_norm.py (sixfold's Python wrapper beside PyTorch eager, the unfused
+#             chain and torch.compile, same process; TORCH_ARGS, default all families and shapes),
+#             the extension built here by dev/build_pymod.sh against AB_BIN/libsixfold.a.xz
 # Logs to LOGDIR; a summary is printed as it goes (LOGDIR/summary.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -129,5 +132,16 @@ if want ncu-norm; then
   "$ncu_bin" --import /tmp/norm_bwd.ncu-rep --page source --csv --print-source sass >"$out/ncu_norm_sass.csv" 2>&1
   grep -E "Duration|DRAM Throughput|Issued Ipc|Issue Slots Busy|No Eligible|Registers|Achieved Occupancy|Spilling" \
     "$out/ncu_norm.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if want torch; then
+  el "torch side by side: bench/torch_norm.py ${TORCH_ARGS:-}"
+  xz -dc "$bin/libsixfold.a.xz" >/tmp/libsixfold.a &&
+    dev/build_pymod.sh /tmp/libsixfold.a /tmp/sfpy >"$out/pybuild.log" 2>&1
+  echo "pybuild rc=$?" | tee -a "$out/summary.txt"
+  # shellcheck disable=SC2086
+  PYTHONPATH=/tmp/sfpy PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_norm.py ${TORCH_ARGS:-} \
+    >"$out/torch_norm.txt" 2>&1
+  echo "torch rc=$?" | tee -a "$out/summary.txt"
+  cut -c1-170 "$out/torch_norm.txt" | tee -a "$out/summary.txt"
 fi
 el "done"

@@ -49,24 +49,7 @@ if [[ -z ${PREBUILT:-} ]]; then
 fi
 pyjob=
 if (( want_torch )); then  # the Python module in the background: bindings + nanobind, linked to $lib
-  (
-    set -e
-    nb=$(python3 -c 'import nanobind, os; print(os.path.dirname(nanobind.__file__))')
-    pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-    ext=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-    mkdir -p /tmp/sfpy/sixfold /tmp/sfpy/obj
-    cp python/sixfold/*.py /tmp/sfpy/sixfold/
-    pids=()
-    for f in python/bindings.cpp python/bind_topk.cpp python/bind_selective_scan.cpp \
-             python/bind_attention.cpp "$nb/src/nb_combined.cpp"; do
-      c++ -O2 -std=c++20 -fPIC -fvisibility=hidden -DNDEBUG -Iinclude -Ipython -I"$nb/include" \
-        -I"$nb/ext/robin_map/include" -I"$pyinc" -c "$f" -o "/tmp/sfpy/obj/$(basename "$f").o" &
-      pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p"; done
-    c++ -shared -o "/tmp/sfpy/sixfold/_C$ext" /tmp/sfpy/obj/*.o "$lib" -L/usr/local/cuda/lib64 \
-      -lcudart -lcublas -lgomp
-  ) >"$logs/pybuild.log" 2>&1 &
+  dev/build_pymod.sh "$lib" /tmp/sfpy >"$logs/pybuild.log" 2>&1 &
   pyjob=$!
 fi
 el "tests (GPU required)"

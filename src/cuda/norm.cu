@@ -20,6 +20,8 @@
 //   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
+//   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) and add_rms_norm's long rows:
+//                                   two kernels, chunk states then the rewrite (x re-read)
 //   norm_rows_cluster  longer       a cluster of 1..16 blocks per row (slices ≤ 128 KB; with
 //                                   the residual add ≤ 64 KB); each block folds its slice,
 //                                   caching up to 104 KB of it in shared memory; the cluster
@@ -700,6 +702,119 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   cluster.barrier_wait(std::move(read_done));
 }
 
+// ---- Long rows, split over two kernels --------------------------------------------------------
+// Few rows longer than a cluster's shared memory (32×1048576 bf16: 2 MB rows against 16 × 104 KB)
+// leave most of the GPU idle in the cluster kernels: 16-block clusters, 14 resident at once, run
+// 32 rows in three waves, the last a quarter full. Here the row is cut into chunks, one block
+// each, in two launches: norm_split_fold folds its chunk into a state (kAdd: writing s = x + r as
+// it goes), norm_split_rewrite merges the row's chunk states in chunk order (every block of the
+// row the same bits) and rewrites its chunk from x (or s) read again. The re-read costs bytes
+// (x: 6 instead of 4 per element, the add: 10 instead of 8) but every SM is busy in both passes,
+// and the rewrite walks the blocks in reverse, so its first chunks are those the fold read last,
+// still in L2.
+constexpr int kSplitBlock = 256;
+
+template <class T, NormKind K, int S, int W, bool kAdd>
+__global__ void __launch_bounds__(kSplitBlock)
+norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::int64_t chunk) {
+  using St = Stats<K>;
+  using State = typename St::State;
+  using P = Pack<T, W>;
+  constexpr int kStride = kSplitBlock * W;
+  constexpr std::int64_t kSweep = std::int64_t(kStride) * S;
+  constexpr int kFold = S;  // LayerNorm too: one two-pass fold of the sweep's values, one merge
+  __shared__ State warp_states[32];
+  const std::int64_t row = blockIdx.x / chunks, lo = (blockIdx.x % chunks) * chunk;
+  const std::int64_t len = std::min(chunk, a.x.n - lo);
+  const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;
+  const T* res = kAdd ? residual_row<T, kAdd>(a, row) + lo : nullptr;
+  T* sum = kAdd ? sum_row<T, kAdd>(a, row) + lo : nullptr;
+  const int t = threadIdx.x;
+  const typename St::Monoid m;
+  State acc = m.identity();
+  for (std::int64_t c0 = 0; c0 < len; c0 += kSweep) {
+    const Sweep sw(c0 + t * W, len, 0);
+    P r[S], q[S];
+    bool ok[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {  // all loads in flight first
+      ok[s] = kStride * s < sw.rem;
+      if (ok[s]) r[s] = P::load(x + sw.base + kStride * s);
+      if (kAdd && ok[s]) q[s] = P::load(res + sw.base + kStride * s);
+    }
+#pragma unroll
+    for (int s0 = 0; s0 < S; s0 += kFold) {
+      float v[kFold][W];
+      bool ok_tile[kFold];
+#pragma unroll
+      for (int s = s0; s < s0 + kFold; ++s) {
+        ok_tile[s - s0] = ok[s];
+        if (ok[s]) {
+          r[s].unpack(v[s - s0]);
+          if constexpr (kAdd) add_and_store(q[s], v[s - s0], sum + sw.base + kStride * s);
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) v[s - s0][k] = 0.f;
+        }
+      }
+      acc = m.combine(acc, St::template fold<kFastExp<T>>(v, ok_tile));
+    }
+  }
+  acc = block_reduce(acc, m, warp_states);
+  if (t == 0) states[blockIdx.x] = acc;
+}
+
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
+__global__ void __launch_bounds__(kSplitBlock)
+norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunks,
+                   std::int64_t chunk) {
+  using St = Stats<K>;
+  using State = typename St::State;
+  using P = Pack<T, W>;
+  constexpr int kStride = kSplitBlock * W;
+  constexpr std::int64_t kSweep = std::int64_t(kStride) * S;
+  const std::int64_t blk = gridDim.x - 1 - std::int64_t(blockIdx.x);  // the fold's last first
+  const std::int64_t row = blk / chunks;
+  const int j = int(blk % chunks);
+  const std::int64_t lo = j * chunk, len = std::min(chunk, a.x.n - lo);
+  const int t = threadIdx.x, lane = t & 31;
+  const typename St::Monoid m;
+  // The row's state: lane l folds chunks l, l + 32, ... in order, then the lanes in lane order;
+  // every warp of every block of the row computes the same bits.
+  State part = m.identity();
+  for (int i = lane; i < chunks; i += 32) part = m.combine(part, states[row * chunks + i]);
+  const Coef c = St::coef(group_reduce(part, 32, m), a.x.n, a.eps);
+  if constexpr (kStats) {
+    if (j == 0 && t == 0) {
+      if (a.rstd) a.rstd[row] = c.a;
+      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
+    }
+  }
+  const T* src = kAdd ? sum_row<T, kAdd>(a, row) + lo
+                      : static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;
+  T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride + lo;
+  const T* w = a.weight ? static_cast<const T*>(a.weight) + lo : nullptr;
+  const T* b = a.bias ? static_cast<const T*>(a.bias) + lo : nullptr;
+  for (std::int64_t c0 = 0; c0 < len; c0 += kSweep) {
+    const Sweep sw(c0 + t * W, len, 0);
+    P r[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s)  // all loads in flight first
+      if (kStride * s < sw.rem) r[s] = P::load(src + sw.base + kStride * s);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (kStride * s >= sw.rem) continue;
+      const std::int64_t i = sw.base + kStride * s;
+      float v[W], wv[W], bv[W], o[W];
+      r[s].unpack(v);
+      load_affine<T, K, W>(w, b, i, wv, bv);
+#pragma unroll
+      for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[k], c, wv[k], bv[k]);
+      P::pack(o).store_streaming(y + i);
+    }
+  }
+}
+
 // ---- Host side -------------------------------------------------------------------------------
 
 // Dev switches for side-by-side timing, SIXFOLD_NORM_FWD=<names>: "cw=N" — N blocks per long
@@ -758,6 +873,30 @@ void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::u
   done.fetch_or(bit, std::memory_order_release);
 }
 
+// The split path: chunks of at least kSplitChunkMin elements, enough of them for ~4 blocks per SM
+// (at most kMaxSplitChunks per row).
+constexpr std::int64_t kSplitChunkMin = 8192;
+constexpr int kMaxSplitChunks = 1024;
+
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
+void launch_split(const NormArgs& a, cudaStream_t stream, int sms) {
+  using State = typename Stats<K>::State;
+  const std::int64_t n = a.x.n;
+  const std::int64_t want = std::max<std::int64_t>(1, ceil_div(4 * std::int64_t(sms), a.x.rows));
+  std::int64_t chunk = std::max(kSplitChunkMin, ceil_div(n, std::min<std::int64_t>(want, kMaxSplitChunks)));
+  chunk = ceil_div(chunk, std::int64_t(kSplitBlock) * S * W) * (std::int64_t(kSplitBlock) * S * W);
+  const int chunks = int(ceil_div(n, chunk));
+  for_row_batches<T>(a, kMaxGrid / chunks, [&](const NormArgs& b) {
+    parallel::cuda::detail::Scratch ws(std::size_t(b.x.rows * chunks) * sizeof(State), stream, kWhere);
+    auto* states = static_cast<State*>(ws.get());
+    const auto blocks = unsigned(b.x.rows * chunks);
+    norm_split_fold<T, K, S, W, kAdd><<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
+    check_cuda(cudaGetLastError(), kWhere);
+    norm_split_rewrite<T, K, S, W, kAdd, kStats><<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
+    check_cuda(cudaGetLastError(), kWhere);
+  });
+}
+
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   const auto kernel = norm_rows_cluster<T, K, S, W, kAdd, kStats>;
@@ -794,6 +933,18 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
     if (active > 0) break;
     c = 8;
   }
+  // Two kernels instead (launch_split) for rows that need the widest clusters (≥ 16 slices) and
+  // for the fused residual add with RMSNorm; dev hooks "split" / "nosplit" force one or the
+  // other. H200, bf16, same process, two rounds, % of copy per call / graph replay, cluster →
+  // split: 32×1048576 rms 46 / 50 → 45 / 52, layer 34 / 37 → 40 / 45, softmax 46 / 51 → 45 / 52,
+  // add_rms 46 / 48 → 60-62 / 67, add_layer 50 / 53 → 59-60 / 65; 256×262144 add_rms 62-63 / 64
+  // → 67 / 71, but rms 62-63 / 66-67 → 52 / 56, softmax 63 / 66 → 48 / 52, add_layer 66-67 / 69
+  // → 61 / 64, layer equal (docs/perf/norm.md, session 9).
+  const bool split = fwd_dev_flag("nosplit")
+                         ? false
+                         : fwd_dev_flag("split") || (kAdd && K == NormKind::rms) ||
+                               n * std::int64_t(sizeof(T)) >= kMaxCluster * kSliceBytes;
+  if (split) return launch_split<T, K, S, W, kAdd, kStats>(a, stream, sms);
   static std::atomic<std::int64_t> shown{-1};  // "verbose": once per row length in a row
   if (fwd_dev_flag("verbose") && shown.exchange(n) != n) {  // launch shape, clusters resident
     int active = 0;
