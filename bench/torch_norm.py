@@ -1,8 +1,9 @@
 """sixfold's fused norms vs PyTorch in the same process, on the same bf16 tensors (GPU):
 eager torch.nn.functional (rms_norm / layer_norm / softmax), the same under torch.compile, and
-the unfused eager chain. Inputs rotate among copies totalling > 2x the L2 cache; CUDA events;
-median of repeats. GB/s counts each input read once and each output written once:
-forward 2 tensors (x, y); fused residual add 4 (x, residual, y, sum); backward 3 (x or y, dy, dx).
+the unfused eager chain. Inputs rotate among copies totalling > 2x the L2 cache; CUDA events
+around 8 back-to-back calls (--batch; 1 times each call alone), median of repeats. GB/s counts
+each input read once and each output written once: forward 2 tensors (x, y); fused residual add
+4 (x, residual, y, sum); backward 3 (x or y, dy, dx).
 
 Families (--only, default all):
   forward   rms_norm, layer_norm, softmax
@@ -14,6 +15,7 @@ Families (--only, default all):
             rms / layer backward reads the row statistics its forward saved (stats=True)
 
     python3 bench/torch_norm.py [--json] [--only forward,add,backward] [--shapes 4096x4096,...]
+                                [--batch 8]
 """
 import argparse
 import json
@@ -27,19 +29,27 @@ import sixfold
 SHAPES = [(16384, 8192), (4096, 4096), (65536, 1024), (256, 262144), (32, 1048576)]
 
 
-def time_ms(fn, xs, reps=40, warmup=5):  # fn(item) for items rotating through xs
+BATCH = 8  # --batch: calls between two events
+
+
+def time_ms(fn, xs, reps=40, warmup=5):
+    """Median ms per call of fn(item), items rotating through xs: events around BATCH calls issued
+    back to back (the host's launch work overlaps the GPU's, as in a training step; BATCH = 1:
+    each call timed alone from an idle GPU, which adds the host's dispatch and its jitter)."""
     for i in range(warmup):
         fn(xs[i % len(xs)])
     torch.cuda.synchronize()
     ts = []
-    for i in range(reps):
-        x = xs[i % len(xs)]
+    k = 0
+    for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn(x)
+        for _ in range(BATCH):
+            fn(xs[k % len(xs)])
+            k += 1
         b.record()
         b.synchronize()
-        ts.append(a.elapsed_time(b))
+        ts.append(a.elapsed_time(b) / BATCH)
     return statistics.median(ts)
 
 
@@ -158,7 +168,10 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="forward,add,backward")
     ap.add_argument("--shapes", default="")
+    ap.add_argument("--batch", type=int, default=BATCH, help="calls per timed stretch (1: each alone)")
     args = ap.parse_args()
+    global BATCH
+    BATCH = max(1, args.batch)
     families = set(args.only.split(","))
     wanted = set(args.shapes.split(",")) if args.shapes else None
     torch.manual_seed(0)
