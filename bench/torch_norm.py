@@ -161,6 +161,7 @@ def run_backward(rows, r, n, xs, w, b):
 
 
 def main():
+    global BATCH
     # Each shape compiles its own static graph: with automatic dynamic shapes, torch.compile
     # would recompile the lambdas for the later shapes as shape-generic (slower) kernels.
     torch._dynamo.config.cache_size_limit = 64
@@ -170,7 +171,6 @@ def main():
     ap.add_argument("--shapes", default="")
     ap.add_argument("--batch", type=int, default=BATCH, help="calls per timed stretch (1: each alone)")
     args = ap.parse_args()
-    global BATCH
     BATCH = max(1, args.batch)
     families = set(args.only.split(","))
     wanted = set(args.shapes.split(",")) if args.shapes else None
