@@ -15,7 +15,7 @@ Families (--only, default all):
             rms / layer backward reads the row statistics its forward saved (stats=True)
 
     python3 bench/torch_norm.py [--json] [--only forward,add,backward] [--shapes 4096x4096,...]
-                                [--batch 8]
+                                [--batch 8] [--graph]
 """
 import argparse
 import json
@@ -30,15 +30,47 @@ SHAPES = [(16384, 8192), (4096, 4096), (65536, 1024), (256, 262144), (32, 104857
 
 
 BATCH = 8  # --batch: calls between two events
+GRAPH = False  # --graph: the BATCH calls captured once in a CUDA graph and replayed
 
 
 def time_ms(fn, xs, reps=40, warmup=5):
     """Median ms per call of fn(item), items rotating through xs: events around BATCH calls issued
     back to back (the host's launch work overlaps the GPU's, as in a training step; BATCH = 1:
-    each call timed alone from an idle GPU, which adds the host's dispatch and its jitter)."""
+    each call timed alone from an idle GPU, which adds the host's dispatch and its jitter).
+    GRAPH: the BATCH calls (items in turn) replayed from one CUDA graph, so the GPU's time alone
+    (torch.compile's and the wrappers' host work out of every row alike)."""
     for i in range(warmup):
         fn(xs[i % len(xs)])
     torch.cuda.synchronize()
+    if GRAPH:
+        calls = max(BATCH, len(xs))
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(s):
+                fn(xs[0])  # once on the side stream before capture (lazy initialisation)
+                torch.cuda.current_stream().synchronize()
+                with torch.cuda.graph(g, stream=s):
+                    for k in range(calls):
+                        fn(xs[k % len(xs)])
+        except Exception as e:  # not capturable: the row says so (nan)
+            print(f"# capture failed: {type(e).__name__}: {str(e)[:120]}")
+            torch.cuda.synchronize()
+            return float("nan")
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / calls)
+        del g
+        return statistics.median(ts)
     ts = []
     k = 0
     for _ in range(reps):
@@ -161,7 +193,7 @@ def run_backward(rows, r, n, xs, w, b):
 
 
 def main():
-    global BATCH
+    global BATCH, GRAPH
     # Each shape compiles its own static graph: with automatic dynamic shapes, torch.compile
     # would recompile the lambdas for the later shapes as shape-generic (slower) kernels.
     torch._dynamo.config.cache_size_limit = 64
@@ -170,8 +202,10 @@ def main():
     ap.add_argument("--only", default="forward,add,backward")
     ap.add_argument("--shapes", default="")
     ap.add_argument("--batch", type=int, default=BATCH, help="calls per timed stretch (1: each alone)")
+    ap.add_argument("--graph", action="store_true", help="replay the stretch from a CUDA graph")
     args = ap.parse_args()
     BATCH = max(1, args.batch)
+    GRAPH = args.graph
     families = set(args.only.split(","))
     wanted = set(args.shapes.split(",")) if args.shapes else None
     torch.manual_seed(0)
