@@ -35,6 +35,9 @@ struct Case {
   bool neg_inf = false; // sprinkle −inf entries (softmax kinds); row 0 all −inf
   int stats = 0;        // rms / layer: also save the row statistics, shaped (rows) (1) or
                         // (rows, 1) (2)
+  bool far_head = false; // each row's first 64 elements 50 standard deviations above the rest:
+                         // LayerNorm's shifted sums (about the head's mean) take the exact
+                         // second pass
 };
 
 std::string describe(const Case& c) {
@@ -43,7 +46,8 @@ std::string describe(const Case& c) {
          std::to_string(c.rows) + "x" + std::to_string(c.n) + (c.affine ? " affine" : "") +
          " pad " + std::to_string(c.pad_x) + "/" + std::to_string(c.pad_out) +
          (c.in_place ? " in-place" : "") + (c.scale != 1 ? " scale " + std::to_string(c.scale) : "") +
-         (c.neg_inf ? " -inf" : "") + (c.stats ? " stats " + std::to_string(c.stats) : "");
+         (c.neg_inf ? " -inf" : "") + (c.stats ? " stats " + std::to_string(c.stats) : "") +
+         (c.far_head ? " far head" : "");
 }
 
 void run_case(const Case& c, Device dev) {
@@ -51,6 +55,9 @@ void run_case(const Case& c, Device dev) {
   std::normal_distribution<double> nd(0.5, 2.0);
   std::vector<double> x(std::size_t(c.rows * c.n));
   for (auto& v : x) v = nd(engine()) * c.scale;
+  if (c.far_head)
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      for (std::int64_t i = 0; i < std::min<std::int64_t>(c.n, 64); ++i) x[std::size_t(r * c.n + i)] += 100.0 * c.scale;
   if (c.neg_inf) {
     for (std::int64_t i = 0; i < c.n; ++i) x[std::size_t(i)] = -INFINITY;  // a row of all −inf
     for (std::size_t i = std::size_t(c.n); i < x.size(); i += 7) x[i] = -INFINITY;
@@ -137,6 +144,9 @@ std::vector<Case> cases() {
       all.push_back({k, t, 9, 777, false, 3, 5, false, 1.0, false, 1});   // strided
       all.push_back({k, t, 6, 4096, true, 8, 0, true, 1.0, false, 2});    // in place
       if (t != DType::f16) all.push_back({k, t, 4, 1000, true, 0, 0, false, 1e4, false, 1});  // huge
+      // Rows whose head is far from their mean, on the register paths (groups, blocks, scalars).
+      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{5, 1000}, {3, 4096}, {4, 4097}, {2, 40000}})
+        all.push_back({k, t, rows, n, true, 0, 0, false, 1.0, false, 1, true});
     }
   for (NormKind k : {NormKind::softmax, NormKind::log_softmax})
     for (DType t : {DType::f32, DType::bf16}) {
