@@ -372,9 +372,9 @@ __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
 // op-reduction of value over those threads (pass 0 or 1: which shared slots). kStats: the
 // thread with `saver` set writes the row's statistics (a.mean / a.rstd where set) at `row`.
-// kAff = 1 (one row per block; rms): the weight (and bias) packs are loaded with the row,
-// before the reductions, instead of pack by pack in the rewrite after them (16 more registers
-// for rms), so the rewrite does not wait on their L1/L2 round trips.
+// kAff = 1 (RMSNorm without the add, both register kernels): the weight (and bias) packs are
+// loaded with the row, before the reductions, instead of pack by pack in the rewrite after them
+// (16 more registers for rms), so the rewrite does not wait on their L1/L2 round trips.
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0,
           class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
@@ -528,10 +528,12 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kStats, kAff>(a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r),
-                                      y, t, g, live,
-                                      [&](float v, auto op, int) { return group_all(v, g, op); },
-                                      r, live && t == 0);
+  norm_tile<T, K, S, W, kAdd, kStats, kAff>(a, x, residual_row<T, kAdd>(a, r),
+                                            sum_row<T, kAdd>(a, r), y, t, g, live,
+                                            [&](float v, auto op, int) {
+                                              return group_all(v, g, op);
+                                            },
+                                            r, live && t == 0);
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
@@ -545,12 +547,12 @@ __global__ void __launch_bounds__(kAff ? kEarlyThreads : 1024) norm_rows_block(N
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
   norm_tile<T, K, S, W, kAdd, kStats, kAff>(a, x, residual_row<T, kAdd>(a, row),
-                                      sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
-                                      int(blockDim.x), true,
-                                      [&](float v, auto op, int pass) {
-                                        return block_all(v, op, slots[pass]);
-                                      },
-                                      row, threadIdx.x == 0);
+                                            sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
+                                            int(blockDim.x), true,
+                                            [&](float v, auto op, int pass) {
+                                              return block_all(v, op, slots[pass]);
+                                            },
+                                            row, threadIdx.x == 0);
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -890,16 +892,19 @@ void launch_split(const NormArgs& a, cudaStream_t stream, int sms) {
   const std::int64_t per_sm = K == NormKind::rms ? 32 : 4;
   std::int64_t want = std::max<std::int64_t>(1, ceil_div(per_sm * sms, a.x.rows));
   if (const int forced = fwd_dev_int("chunks"); forced > 0) want = forced;  // dev: chunks per row
-  std::int64_t chunk = std::max(kSplitChunkMin, ceil_div(n, std::min<std::int64_t>(want, kMaxSplitChunks)));
+  std::int64_t chunk =
+      std::max(kSplitChunkMin, ceil_div(n, std::min<std::int64_t>(want, kMaxSplitChunks)));
   chunk = ceil_div(chunk, std::int64_t(kSplitBlock) * S * W) * (std::int64_t(kSplitBlock) * S * W);
   const int chunks = int(ceil_div(n, chunk));
   for_row_batches<T>(a, kMaxGrid / chunks, [&](const NormArgs& b) {
-    parallel::cuda::detail::Scratch ws(std::size_t(b.x.rows * chunks) * sizeof(State), stream, kWhere);
+    parallel::cuda::detail::Scratch ws(std::size_t(b.x.rows * chunks) * sizeof(State), stream,
+                                       kWhere);
     auto* states = static_cast<State*>(ws.get());
     const auto blocks = unsigned(b.x.rows * chunks);
     norm_split_fold<T, K, S, W, kAdd><<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
     check_cuda(cudaGetLastError(), kWhere);
-    norm_split_rewrite<T, K, S, W, kAdd, kStats><<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
+    norm_split_rewrite<T, K, S, W, kAdd, kStats>
+        <<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
     check_cuda(cudaGetLastError(), kWhere);
   });
 }
@@ -1004,7 +1009,8 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     // registers, 105 with the add) lost: layer 16384x8192 91-92 -> 54-55%, add_layer 4096x4096
     // graph 85 -> 77%; so did its loads issued 2 or 4 packs at a time in the rewrite (61 / 86
     // registers; 16384x8192 91.5 -> 78.7 / 57.0%, 4096x4096 60 -> 55 / 47% per call) and capping
-    // its registers at 32 for 16 blocks per SM (4096x4096: no change); docs/perf/norm.md, session 9.
+    // its registers at 32 for 16 blocks per SM (4096x4096: no change); docs/perf/norm.md,
+    // session 9.
     auto kernel = norm_rows_block<T, K, S, W, kAdd, kStats, 0>;
     if (threads <= kEarlyThreads) {
       if constexpr (K == NormKind::rms)
