@@ -352,11 +352,10 @@ __device__ __forceinline__ void rewrite_affine(const T* w, const T* b, int t, in
   }
 }
 
-// rewrite_affine with the weight and bias packs loaded beforehand (wp, bp; kAff = 1 below).
+// rewrite_affine without a bias, with the weight packs loaded beforehand (wp; kAff = 1 below).
 template <int W, class T, int S, class Out>
-__device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
-                                                      const Pack<T, W> (&bp)[S], bool has_w,
-                                                      bool has_b, const bool (&ok)[S], Out&& out) {
+__device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S], bool has_w,
+                                                      const bool (&ok)[S], Out&& out) {
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     if (!ok[s]) continue;
@@ -364,7 +363,6 @@ __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
 #pragma unroll
     for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
     if (has_w) wp[s].unpack(wv);
-    if (has_b) bp[s].unpack(bv);
     out(s, wv, bv);
   }
 }
@@ -372,9 +370,9 @@ __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
 // One row's statistics and rewrite, for the p threads that hold it. red(value, op, pass): the
 // op-reduction of value over those threads (pass 0 or 1: which shared slots). kStats: the
 // thread with `saver` set writes the row's statistics (a.mean / a.rstd where set) at `row`.
-// kAff = 1 (RMSNorm without the add, both register kernels): the weight (and bias) packs are
-// loaded with the row, before the reductions, instead of pack by pack in the rewrite after them
-// (16 more registers for rms), so the rewrite does not wait on their L1/L2 round trips.
+// kAff = 1 (RMSNorm; both register kernels without the add, the block kernel with it): the
+// weight packs are loaded with the row, before the reduction, instead of pack by pack in the
+// rewrite after it (16 more registers), so the rewrite does not wait on their L1/L2 round trips.
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0,
           class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
@@ -386,23 +384,20 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
   constexpr bool kEarly = kAff == 1;
-  Pack<T, W> wp[kEarly ? S : 1], bp[kEarly ? S : 1];
+  static_assert(!kEarly || K == NormKind::rms);
+  Pack<T, W> wp[kEarly ? S : 1];
   if constexpr (kEarly) {
     const int rem = live ? n - t * W : 0;
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      wp[s].raw = bp[s].raw = {};
-      if (s * p * W < rem) {
-        if (w) wp[s] = Pack<T, W>::load_read_only(w + (s * p + t) * W);
-        if (K == NormKind::layer && b) bp[s] = Pack<T, W>::load_read_only(b + (s * p + t) * W);
-      }
+      wp[s].raw = {};
+      if (w && s * p * W < rem) wp[s] = Pack<T, W>::load_read_only(w + (s * p + t) * W);
     }
   }
   load_tile<T, S, W, kAdd>(x, res, sum, t, p, n, live, r, ok);
   const auto affine = [&](auto&& out) {
     if constexpr (kEarly)
-      rewrite_affine_loaded<W>(wp, bp, w != nullptr, K == NormKind::layer && b != nullptr, ok,
-                               out);
+      rewrite_affine_loaded<W>(wp, w != nullptr, ok, out);
     else if constexpr (K == NormKind::rms)
       rewrite_affine<W>(w, static_cast<const T*>(nullptr), t, p, ok, out);
     else
@@ -876,14 +871,30 @@ void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::u
   done.fetch_or(bit, std::memory_order_release);
 }
 
+// Long rows as two kernels (launch_split) instead of a cluster per row: rows that need the
+// widest clusters (≥ 16 slices) and the fused residual add with RMSNorm; dev hooks "split" /
+// "nosplit" force one or the other. H200, bf16, same process, two rounds, % of copy per call /
+// graph replay, cluster → split: 32×1048576 rms 46 / 50 → 45 / 52, layer 34 / 37 → 40 / 45,
+// softmax 46 / 51 → 45 / 52, add_rms 46 / 48 → 60-62 / 67, add_layer 50 / 53 → 59-60 / 65;
+// 256×262144 add_rms 62-63 / 64 → 67 / 71, but rms 62-63 / 66-67 → 52 / 56, softmax 63 / 66 →
+// 48 / 52, add_layer 66-67 / 69 → 61 / 64, layer equal (docs/perf/norm.md, session 9).
+template <class T, NormKind K, bool kAdd>
+bool long_rows_split(std::int64_t n) {
+  if (fwd_dev_flag("nosplit")) return false;
+  return fwd_dev_flag("split") || (kAdd && K == NormKind::rms) ||
+         n * std::int64_t(sizeof(T)) >= kMaxCluster * kSliceBytes;
+}
+
 // The split path: chunks of at least kSplitChunkMin elements, enough of them for ~4 blocks per SM
 // (RMSNorm: 32; at most kMaxSplitChunks per row).
 constexpr std::int64_t kSplitChunkMin = 8192;
 constexpr int kMaxSplitChunks = 1024;
 
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
-void launch_split(const NormArgs& a, cudaStream_t stream, int sms) {
+void launch_split(const NormArgs& a, cudaStream_t stream, int device) {
   using State = typename Stats<K>::State;
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
   const std::int64_t n = a.x.n;
   // Blocks per SM: RMSNorm's fold is cheap, and its rows gain from short blocks; LayerNorm's
   // and softmax's folds do not. H200, bf16, 32×1048576, % of copy in graph replay at 16 / 32 /
@@ -945,18 +956,6 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
     if (active > 0) break;
     c = 8;
   }
-  // Two kernels instead (launch_split) for rows that need the widest clusters (≥ 16 slices) and
-  // for the fused residual add with RMSNorm; dev hooks "split" / "nosplit" force one or the
-  // other. H200, bf16, same process, two rounds, % of copy per call / graph replay, cluster →
-  // split: 32×1048576 rms 46 / 50 → 45 / 52, layer 34 / 37 → 40 / 45, softmax 46 / 51 → 45 / 52,
-  // add_rms 46 / 48 → 60-62 / 67, add_layer 50 / 53 → 59-60 / 65; 256×262144 add_rms 62-63 / 64
-  // → 67 / 71, but rms 62-63 / 66-67 → 52 / 56, softmax 63 / 66 → 48 / 52, add_layer 66-67 / 69
-  // → 61 / 64, layer equal (docs/perf/norm.md, session 9).
-  const bool split = fwd_dev_flag("nosplit")
-                         ? false
-                         : fwd_dev_flag("split") || (kAdd && K == NormKind::rms) ||
-                               n * std::int64_t(sizeof(T)) >= kMaxCluster * kSliceBytes;
-  if (split) return launch_split<T, K, S, W, kAdd, kStats>(a, stream, sms);
   static std::atomic<std::int64_t> shown{-1};  // "verbose": once per row length in a row
   if (fwd_dev_flag("verbose") && shown.exchange(n) != n) {  // launch shape, clusters resident
     int active = 0;
@@ -1026,8 +1025,10 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
 template <class T, NormKind K, int W, bool kAdd, bool kStats>
 void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   constexpr int S = W > 1 ? 4 : 16;
-  if (a.x.n > 1024 * S * W) return launch_cluster<T, K, S, W, kAdd, kStats>(a, stream, device);
-  launch_register_rows<T, K, W, kAdd, kStats>(a, stream);
+  if (a.x.n <= 1024 * S * W) return launch_register_rows<T, K, W, kAdd, kStats>(a, stream);
+  if (long_rows_split<T, K, kAdd>(a.x.n))
+    return launch_split<T, K, S, W, kAdd, kStats>(a, stream, device);
+  launch_cluster<T, K, S, W, kAdd, kStats>(a, stream, device);
 }
 
 // Statistics saved (rms / layer with a.mean or a.rstd set) or not: separate kernels, so that
