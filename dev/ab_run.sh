@@ -5,6 +5,9 @@
 # binaries the phases name. Phases, in this order:
 #   sscan     test_selective_scan's CUDA cases with the GPU required, then compute-sanitizer
 #             memcheck on its small cases (SIXFOLD_TEST_SMALL=1)
+#   sscan-vars  the selective-scan rows (SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2}) of the new CLI
+#             with SIXFOLD_SSCAN_KERNEL unset and set to each of SSCAN_VARS (default v5 p4 p8),
+#             two rounds
 #   norm      the same for test_norm and test_norm_backward
 #   decode    the selective-scan decode row (SIXFOLD_SSCAN_CASES=decode), old and new CLI
 #             alternating, two rounds
@@ -70,6 +73,18 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
 }
 
 want sscan && check test_selective_scan
+if want sscan-vars; then
+  el "selective scan: default vs ${SSCAN_VARS:-v5 p4 p8}"
+  for round in 1 2; do
+    for v in default ${SSCAN_VARS:-v5 p4 p8}; do
+      echo "== sscan round $round: $v" >>"$out/sscan_vars.log"
+      ( [[ $v != default ]] && export SIXFOLD_SSCAN_KERNEL=$v
+        SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} timeout 150 "$bin/sixfold" bench selective_scan --backend cuda \
+          --seconds 0.5 >>"$out/sscan_vars.log" 2>&1 )
+    done
+  done
+  grep -E "^==|sixfold::|error|FAIL" "$out/sscan_vars.log" | cut -c1-160 | tee -a "$out/summary.txt"
+fi
 if want norm; then check test_norm; check test_norm_backward; fi
 want decode && ab decode SIXFOLD_SSCAN_CASES=decode -- selective_scan --backend cuda --seconds 0.5
 want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
@@ -132,6 +147,20 @@ if want ncu-norm; then
   "$ncu_bin" --import /tmp/norm_bwd.ncu-rep --page source --csv --print-source sass >"$out/ncu_norm_sass.csv" 2>&1
   grep -E "Duration|DRAM Throughput|Issued Ipc|Issue Slots Busy|No Eligible|Registers|Achieved Occupancy|Spilling" \
     "$out/ncu_norm.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if want ncu-sscan; then  # NCU_KERNEL (default selective_scan_seq), SSCAN_CASES (default 1: b8 L4096 d2048 n16)
+  el "ncu: ${NCU_KERNEL:-selective_scan_seq}, selective scan case ${SSCAN_CASES:-1}"
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-1} timeout 300 "$ncu_bin" --clock-control none -k regex:${NCU_KERNEL:-selective_scan_seq} \
+    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section Occupancy --section SourceCounters \
+    --section InstructionStats -o /tmp/sscan -f "$bin/sixfold" bench selective_scan --backend cuda --seconds 0.001 \
+    >"$out/ncu_sscan_run.log" 2>&1
+  echo "ncu rc=$?" | tee -a "$out/summary.txt"
+  "$ncu_bin" --import /tmp/sscan.ncu-rep >"$out/ncu_sscan.txt" 2>&1
+  "$ncu_bin" --import /tmp/sscan.ncu-rep --page source --csv --print-source sass >"$out/ncu_sscan_sass.csv" 2>&1
+  grep -E "Duration|DRAM Throughput|Issued Ipc|Issue Slots Busy|No Eligible|Registers|Achieved Occupancy|Spilling|Stall" \
+    "$out/ncu_sscan.txt" | head -30 | tee -a "$out/summary.txt"
 fi
 if want torch; then
   el "torch side by side: bench/torch_norm.py ${TORCH_ARGS:-}"

@@ -251,6 +251,23 @@ std::vector<Case> cases() {
     Case c; c.batch = 1; c.d = 33; c.n = 17; c.len = 1000; c.groups = 3; c.dtype = DType::bf16; c.pad = 3;
     all.push_back(c);
   }
+  // The CUDA kernel's version 6 (input-dependent B and C, n ∈ {16, 32, 64}, 4 or 8 channels of
+  // one group per warp): lengths around its 32-step chunks, every dtype, aligned and padded
+  // rows, groups, options off.
+  for (std::int64_t len : {1, 7, 31, 33, 2047, 2048, 2049, 16384})
+    for (std::int64_t n : {16, 32, 64}) {
+      if (small && len > 2049) continue;
+      Case c; c.len = len; c.n = n; c.d = 8; c.batch = len >= 2047 ? 1 : 2; c.init = len % 2 == 1;
+      all.push_back(c);
+    }
+  for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+    Case c; c.dtype = t; c.batch = 2; c.d = 32; c.n = 16; c.len = 300; c.groups = 2; c.init = true;
+    all.push_back(c);
+    c.pad = 3; c.n = 64; c.has_z = false; c.softplus = false; c.has_bias = false;
+    all.push_back(c);
+    c.pad = 0; c.n = 32; c.has_D = false; c.has_z = true; c.want_final = false; c.in_place = true;
+    all.push_back(c);
+  }
   // Varlen: empty sequences, lengths around the chunk sizes, initial states.
   for (DType t : {DType::f32, DType::bf16}) {
     Case c; c.dtype = t; c.d = 6; c.n = 16; c.groups = 2; c.init = true;
@@ -258,6 +275,12 @@ std::vector<Case> cases() {
     all.push_back(c);
     c.n = 64; c.var_C = false; c.seqlens = {3000}; c.d = 2;
     all.push_back(c);
+    // Version 6's varlen: ragged starts (unaligned rows) and sequences shorter than a chunk.
+    c.var_C = true; c.d = 8; c.groups = 1; c.seqlens = {5, 0, 2049, 1, 33, 0, 64};
+    for (std::int64_t n : {16, 64}) {
+      c.n = n;
+      all.push_back(c);
+    }
   }
   return all;
 }
@@ -295,6 +318,22 @@ TEST(SelectiveScanCuda, WideLaunchShapesMatchReference) {
   }
   if (old) setenv("SIXFOLD_SSCAN_CW", saved.c_str(), 1);
   else unsetenv("SIXFOLD_SSCAN_CW");
+}
+
+// Version 6 takes the input-dependent cases with n ∈ {16, 32, 64} and picks 4 or 8 lanes per
+// channel by size (the small shapes above always get 8 at n = 16): SIXFOLD_SSCAN_KERNEL forces
+// each choice, and version 5 (which keeps the other cases) on all of them.
+TEST(SelectiveScanCuda, KernelVersionsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
+  const char* old = std::getenv("SIXFOLD_SSCAN_KERNEL");
+  const std::string saved = old ? old : "";
+  for (const char* v : {"v5", "p4", "p8"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_SSCAN_KERNEL=") + v);
+    setenv("SIXFOLD_SSCAN_KERNEL", v, 1);
+    for (const Case& c : cases()) run_case(c, Device::cuda(0));
+  }
+  if (old) setenv("SIXFOLD_SSCAN_KERNEL", saved.c_str(), 1);
+  else unsetenv("SIXFOLD_SSCAN_KERNEL");
 }
 
 // ---- selective_state_update ---------------------------------------------------------------

@@ -148,6 +148,7 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_group1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 struct Shape {
   int cw, warps;       // channels per warp (power of two ≤ 32), warps per block (each its own channels)
@@ -412,6 +413,312 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
   if constexpr (M > 0) cp_async_wait_all();  // no copy left in flight at exit
 }
 
+// ---- version 6: each thread walks time in order; a channel's states spread over P lanes -------------
+// Versions 4-5 cut time into segments across lanes, so every (step, state) paid a fold, a replay
+// and a share of a shuffle scan (~12 instructions against the ≤ 8 an SFU-bound kernel may spend,
+// and a latency-bound shuffle chain in every round). Here a thread owns S states of one channel
+// and carries them through the whole sequence: per (step, state) one FMUL (Δ·A), one ex2, one
+// FMUL (Δu·B), one FFMA (h) and one FFMA (y += C·h): no fold, no scan, no replay. The state
+// dimension gives the parallelism the time segments gave: P = n / S lanes per channel,
+// G = 32 / P channels per warp; y of a step is summed over the P lanes once per chunk through
+// shared memory. Everything a warp reads is its own: its chunk of B and C (Tc steps × n states)
+// is staged by the warp with cp.async one chunk ahead (16-bit inputs widened to f32 once per
+// chunk), u, Δ and z are loaded into registers one chunk ahead, so the only synchronisation is
+// __syncwarp and warps never wait on each other. Per chunk a lane also prepares Tc / P steps of
+// its channel (softplus, Δ·log2 e, Δ·u, D·u) and finishes them (the lanes' y summed, gate, store).
+template <int S_, int P_, int Tc_, int kMinBlocks_ = 1>
+struct SeqConfig {
+  static constexpr int S = S_, P = P_, Tc = Tc_, n = S_ * P_, G = 32 / P_, J = Tc_ / P_, kMinBlocks = kMinBlocks_;
+  static_assert(J % 4 == 0 && Tc % 8 == 0 && 32 % P == 0);
+};
+
+// One warp's shared memory (bytes). B and C of a chunk as f32 rows of Tc values, row r (= m·n + s)
+// at r·Tc·4 + (r / S)·16: the 16 bytes after every S rows put the rows that the P lanes of a
+// channel read in one instruction (s = p·S + i) in different banks. Δ·log2 e, Δ·u and the partial
+// y rows are Tc + 4 words long for the same reason.
+template <class T, class Cfg>
+struct SeqLayout {
+  static constexpr bool k16 = sizeof(T) == 2;
+  static constexpr int kRow = Cfg::Tc + 4;                                  // f32 words per xs / yx row
+  static constexpr int kRawRow = Cfg::Tc * int(sizeof(T));                  // bytes per copied 16-bit row
+  static constexpr int kF32 = 2 * Cfg::n * Cfg::Tc * 4 + (2 * Cfg::n / Cfg::S) * 16;  // B and C as f32
+  static constexpr int kStage = k16 ? 2 * Cfg::n * kRawRow : kF32;           // a chunk's B and C as copied
+  static constexpr int kConv = k16 ? kF32 : 0;                               // 16-bit: widened
+  static constexpr int kXs = 2 * Cfg::G * kRow * 4;                          // Δ·log2 e and Δ·u per channel
+  static constexpr int kYx = 32 * kRow * 4;                                  // each lane's partial y
+  static constexpr int bytes = 2 * kStage + kConv + kXs + kYx;
+  __host__ __device__ static constexpr int f32_row(int r) { return r * Cfg::Tc * 4 + (r / Cfg::S) * 16; }
+};
+
+// J values of T at p, raw (converted where they are used, so a load in flight stalls nobody).
+template <class T, int J>
+struct Run {
+  T v[J];
+};
+template <class T, int J>
+__device__ __forceinline__ void load_run(const T* p, int valid, Run<T, J>& r) {
+  constexpr int kBytes = J * int(sizeof(T));
+  static_assert(kBytes % 8 == 0);
+  if (valid >= J && (reinterpret_cast<std::uintptr_t>(p) & (kBytes >= 16 ? 15 : 7)) == 0) {
+    if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < kBytes / 16; ++i) {
+        const uint4 raw = reinterpret_cast<const uint4*>(p)[i];
+        memcpy(&r.v[i * 16 / int(sizeof(T))], &raw, 16);
+      }
+    } else {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      memcpy(r.v, &raw, 8);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < J; ++k) r.v[k] = k < valid ? p[k] : from_f32<T>(0.0f);
+  }
+}
+template <class T, int J>
+__device__ __forceinline__ void store_run(T* p, int valid, const float (&v)[J]) {
+  constexpr int kBytes = J * int(sizeof(T));
+  T e[J];
+#pragma unroll
+  for (int k = 0; k < J; ++k) e[k] = from_f32<T>(v[k]);
+  if (valid >= J && (reinterpret_cast<std::uintptr_t>(p) & (kBytes >= 16 ? 15 : 7)) == 0) {
+    if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < kBytes / 16; ++i) {
+        uint4 raw;
+        memcpy(&raw, &e[i * 16 / int(sizeof(T))], 16);
+        reinterpret_cast<uint4*>(p)[i] = raw;
+      }
+    } else {
+      uint2 raw;
+      memcpy(&raw, e, 8);
+      *reinterpret_cast<uint2*>(p) = raw;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < J; ++k)
+      if (k < valid) p[k] = e[k];
+  }
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
+  using Lay = SeqLayout<T, Cfg>;
+  constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
+  constexpr bool k16 = Lay::k16;
+  constexpr int E = 16 / int(sizeof(T)), kPieces = Tc / E;  // values per 16-byte piece, pieces per row
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t gw = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + warp;
+  if (gw >= warps_total) return;  // no block-wide barrier below
+  unsigned char* const stage0 = smem + std::size_t(warp) * Lay::bytes;
+  float* const conv = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage);
+  float* const xs = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage + Lay::kConv);  // [2][G][R]
+  float* const yx = xs + 2 * G * R;                                                     // [32][R]
+  const int ch = lane / P, p = lane % P;
+  const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + ch;
+  const std::int64_t g = c0 / (a.d / a.groups);  // the warp's B/C group (G divides d / groups)
+  std::int64_t start = 0, len = a.len;
+  if (a.cu_seqlens) {
+    start = a.cu_seqlens[b];
+    len = a.cu_seqlens[b + 1] - start;
+  }
+  const T* u_row = static_cast<const T*>(a.u) + b * a.u_stride[0] + c * a.u_stride[1] + start;
+  const T* dt_row = static_cast<const T*>(a.delta) + b * a.delta_stride[0] + c * a.delta_stride[1] + start;
+  const T* z_row = a.z ? static_cast<const T*>(a.z) + b * a.z_stride[0] + c * a.z_stride[1] + start : nullptr;
+  T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + c * a.out_stride[1] + start;
+  const T* B_rows = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start;
+  const T* C_rows = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start;
+  const float bias = a.delta_bias ? a.delta_bias[c] : 0.0f;
+  const float Dv = a.D ? a.D[c] : 0.0f;
+  float* final_row = a.final_state ? a.final_state + (b * a.d + c) * n + p * S : nullptr;
+
+  float Ar[S], h[S];  // this lane's states p·S ... p·S + S − 1
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+    Ar[i] = a.A[c * n + p * S + i];
+    h[i] = a.initial_state ? a.initial_state[(b * a.d + c) * n + p * S + i] : 0.0f;
+  }
+  if (len <= 0) {
+    if (final_row)
+#pragma unroll
+      for (int i = 0; i < S; ++i) final_row[i] = h[i];
+    return;
+  }
+  const std::int64_t nchunks = (len + Tc - 1) / Tc;
+  const auto rows_vec = [](const T* rows, std::int64_t stride) {
+    return aligned16(rows) && (stride * std::int64_t(sizeof(T))) % 16 == 0;
+  };
+  const bool vec = rows_vec(B_rows, a.B_stride[2]) && rows_vec(C_rows, a.C_stride[2]);
+
+  // Chunk q's B and C rows into stage slot q & 1 (f32: straight to their place in the layout;
+  // 16-bit: as they are, widened by widen()), zero past the sequence's end. Lane l copies the
+  // 16-byte piece l mod kPieces of rows l / kPieces + kRpj·j: one pointer step and one cp.async
+  // per piece, every shared-memory offset but the lane's own a constant.
+  constexpr int kRpj = 32 / kPieces, kHalf = n / kRpj;  // rows per round; rounds per matrix
+  const int r0 = lane / kPieces, pc = lane % kPieces;
+  const unsigned stage_sa = static_cast<unsigned>(__cvta_generic_to_shared(stage0));
+  const unsigned lane_off = unsigned(k16 ? r0 * Lay::kRawRow : Lay::f32_row(r0)) + unsigned(pc) * 16u;
+  const T* const srcB = B_rows + r0 * a.B_stride[2];  // + the piece's first step t below
+  const T* const srcC = C_rows + r0 * a.C_stride[2];
+  const std::int64_t stepB = kRpj * a.B_stride[2], stepC = kRpj * a.C_stride[2];
+  const auto stage = [&](std::int64_t q) {
+    const std::int64_t t = q * Tc + pc * E;
+    const int bytes = int(std::clamp<std::int64_t>(len - t, 0, E)) * int(sizeof(T));
+    if (vec) {
+      const unsigned dst = stage_sa + unsigned(q & 1) * Lay::kStage + lane_off;
+      const T* pb = bytes > 0 ? srcB + t : B_rows;
+      const T* pq = bytes > 0 ? srcC + t : C_rows;
+      const std::int64_t sb = bytes > 0 ? stepB : 0, sq = bytes > 0 ? stepC : 0;
+#pragma unroll
+      for (int j = 0; j < 2 * kHalf; ++j) {
+        const int m = j / kHalf, jj = j % kHalf, rel = m * n + kRpj * jj;  // row offset from r0
+        const int off = k16 ? rel * Lay::kRawRow : rel * Tc * 4 + ((m * n) / S + (kRpj * jj) / S) * 16;
+        const T* src = m ? pq + jj * sq : pb + jj * sb;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + unsigned(off)), "l"(src),
+                     "r"(bytes) : "memory");
+      }
+    } else {  // rows not 16-byte aligned: plain loads
+      unsigned char* slot = stage0 + (q & 1) * Lay::kStage + lane_off;
+#pragma unroll 1
+      for (int j = 0; j < 2 * kHalf; ++j) {
+        const int m = j / kHalf, jj = j % kHalf, rel = m * n + kRpj * jj;
+        const int off = k16 ? rel * Lay::kRawRow : rel * Tc * 4 + ((m * n) / S + (kRpj * jj) / S) * 16;
+        const T* src = (m ? srcC + jj * stepC : srcB + jj * stepB) + t;
+        T e[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) e[k] = k * int(sizeof(T)) < bytes ? src[k] : from_f32<T>(0.0f);
+        uint4 raw;
+        memcpy(&raw, e, 16);
+        *reinterpret_cast<uint4*>(slot + off) = raw;
+      }
+    }
+  };
+  const auto widen = [&](std::int64_t q) {  // 16-bit: slot q & 1 -> conv, f32 in the layout's rows
+    constexpr int kP8 = Tc / 8, kR8 = 32 / kP8;  // 16-byte pieces (8 values) per raw row; rows per round
+    const unsigned char* slot = stage0 + (q & 1) * Lay::kStage;
+    const int w0 = lane / kP8, w8 = lane % kP8;
+#pragma unroll
+    for (int j = 0; j < 2 * n / kR8; ++j) {
+      const int r = w0 + kR8 * j;
+      const uint4 raw = *reinterpret_cast<const uint4*>(slot + r * Lay::kRawRow + w8 * 16);
+      T e[8];
+      memcpy(e, &raw, 16);
+      float4* dst = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(conv) + Lay::f32_row(r) + w8 * 32);
+      dst[0] = make_float4(to_f32(e[0]), to_f32(e[1]), to_f32(e[2]), to_f32(e[3]));
+      dst[1] = make_float4(to_f32(e[4]), to_f32(e[5]), to_f32(e[6]), to_f32(e[7]));
+    }
+  };
+  Run<T, J> un, dn, zn;  // the next chunk's u, Δ, z: this lane's J steps
+  const auto fetch = [&](std::int64_t q) {
+    const std::int64_t t = q * Tc + p * J;
+    const int valid = int(std::clamp<std::int64_t>(len - t, 0, J));
+    load_run<T, J>(u_row + t, valid, un);
+    load_run<T, J>(dt_row + t, valid, dn);
+    if (z_row) load_run<T, J>(z_row + t, valid, zn);
+  };
+
+  stage(0);
+  cp_async_commit();
+  fetch(0);
+  float* const xd = xs + ch * R + p * J;  // this lane's J steps of Δ·log2 e; Δ·u G·R words on
+#pragma unroll 1
+  for (std::int64_t q = 0; q < nchunks; ++q) {
+    const Run<T, J> uc = un, dc = dn, zc = zn;
+    const std::int64_t tq = q * Tc + p * J;
+    const int valid = int(std::clamp<std::int64_t>(len - tq, 0, J));
+    if (q + 1 < nchunks) {
+      stage(q + 1);
+      fetch(q + 1);
+    }
+    cp_async_commit();
+    // Prepare this lane's J steps while the copies land.
+    float yo[J];
+    {
+      float dl[J], du[J];
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const float uj = to_f32(uc.v[j]);
+        float d = to_f32(dc.v[j]) + bias;
+        if (a.delta_softplus) {  // both sides computed: a select, not a branch per value
+          const float sp = softplus_fast(d);
+          d = d <= 20.0f ? sp : d;
+        }
+        d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
+        dl[j] = d * kLog2e;
+        du[j] = d * uj;
+        yo[j] = Dv * uj;
+      }
+#pragma unroll
+      for (int j = 0; j < J; j += 4) {
+        *reinterpret_cast<float4*>(xd + j) = make_float4(dl[j], dl[j + 1], dl[j + 2], dl[j + 3]);
+        *reinterpret_cast<float4*>(xd + G * R + j) = make_float4(du[j], du[j + 1], du[j + 2], du[j + 3]);
+      }
+    }
+    cp_async_wait_group1();  // chunk q's pieces (this lane's) have landed; the warp's after the sync
+    __syncwarp();
+    if constexpr (k16) {
+      widen(q);
+      __syncwarp();
+    }
+    const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + (q & 1) * Lay::kStage) +
+                              Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
+    const unsigned char* Cq = Bq + Lay::f32_row(n);
+    const float4* xl = reinterpret_cast<const float4*>(xs + ch * R);
+    const float4* xu = reinterpret_cast<const float4*>(xs + G * R + ch * R);
+    float y[Tc];
+#pragma unroll
+    for (int g4 = 0; g4 < Tc / 4; ++g4) {
+      const float4 l4 = xl[g4], u4 = xu[g4];
+      const float lv[4] = {l4.x, l4.y, l4.z, l4.w}, uv[4] = {u4.x, u4.y, u4.z, u4.w};
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const float4 b4 = reinterpret_cast<const float4*>(Bq + i * Tc * 4)[g4];
+        const float4 c4 = reinterpret_cast<const float4*>(Cq + i * Tc * 4)[g4];
+        const float bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          h[i] = fmaf(ex2(lv[k] * Ar[i]), h[i], uv[k] * bv[k]);
+          y[4 * g4 + k] = i == 0 ? h[i] * cv[k] : fmaf(h[i], cv[k], y[4 * g4 + k]);
+        }
+      }
+    }
+    // y of each step summed over the channel's P lanes: lane p ends with steps p·J ... p·J + J − 1.
+    {
+      float4* mine = reinterpret_cast<float4*>(yx + lane * R);
+#pragma unroll
+      for (int m = 0; m < Tc / 4; ++m) mine[m] = make_float4(y[4 * m], y[4 * m + 1], y[4 * m + 2], y[4 * m + 3]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int pp = 0; pp < P; ++pp) {
+      const float4* src = reinterpret_cast<const float4*>(yx + (ch * P + pp) * R + p * J);
+#pragma unroll
+      for (int m = 0; m < J / 4; ++m) {
+        const float4 v = src[m];
+        yo[4 * m] += v.x;
+        yo[4 * m + 1] += v.y;
+        yo[4 * m + 2] += v.z;
+        yo[4 * m + 3] += v.w;
+      }
+    }
+    if (z_row) {
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const float z = to_f32(zc.v[j]);
+        yo[j] *= __fdividef(z, 1.0f + ex2(-z * kLog2e));
+      }
+    }
+    store_run<T, J>(out_row + tq, valid, yo);
+    __syncwarp();  // yx and xs are rewritten by the next chunk
+  }
+  if (final_row)
+#pragma unroll
+    for (int i = 0; i < S; ++i) final_row[i] = h[i];
+  cp_async_wait_all();
+}
+
 // ---- one decoding step -------------------------------------------------------------------------
 // kLanes lanes per (batch, channel) row, each over packs of kVec consecutive states (kVec = 4:
 // 16-byte state and A accesses, when n % 4 == 0 and the rows are aligned); y reduced by shuffles.
@@ -602,6 +909,83 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
   launch_scan_bc<T, DefaultConfig>(a, s, l, fit);
 }
 
+// Version 6's launch, for input-dependent B and C with n ∈ {16, 32, 64} (the other cases run
+// version 5). P = 4 lanes per channel unless that leaves fewer than ~5 warps per SM (then 8:
+// twice the warps, each with half the states). W (warps per block; blocks never synchronise)
+// from {8, 4, 2, 1}: the one whose blocks fill the SMs' last round best, as in choose_launch.
+// Dev hook: SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p4 / =p8 force P.
+int seq_choice() {
+  const char* e = std::getenv("SIXFOLD_SSCAN_KERNEL");
+  if (!e) return 0;
+  if (!std::strcmp(e, "v5")) return -1;
+  if (!std::strcmp(e, "p4")) return 4;
+  if (!std::strcmp(e, "p8")) return 8;
+  if (!std::strcmp(e, "o2")) return 2;  // dev: at most 128 registers (f32)
+  return 0;
+}
+
+template <class T, class Cfg>
+void launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
+  constexpr int bytes = SeqLayout<T, Cfg>::bytes;
+  constexpr std::size_t kOptIn = 227 * 1024;  // Hopper's opt-in limit per block
+  const auto kernel = selective_scan_seq<T, Cfg>;
+  static bool opted[64] = {};
+  if (device < 64 && !opted[device]) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kOptIn)), kWhere);
+    opted[device] = true;
+  }
+  const std::int64_t warps = a.batch * (a.d / Cfg::G), sms = sm_count(device);
+  const int per_sm = int(std::min<std::size_t>(kOptIn / bytes, 16));  // warps an SM can hold (shared memory)
+  int w_best = 1;
+  double best = -1.0;
+  for (int w = kMaxWarps; w >= 1; w /= 2) {
+    if (std::size_t(w) * bytes > kOptIn) continue;
+    const std::int64_t blocks = (warps + w - 1) / w, fit = std::max(1, per_sm / w);
+    const std::int64_t rounds = (blocks + sms * fit - 1) / (sms * fit);
+    const double fill = double(warps) / double(rounds * sms * fit * w);
+    if (fill > best + 0.02) {
+      best = fill;
+      w_best = w;
+    }
+  }
+  if (Cfg::kMinBlocks > 1) w_best = 4;  // dev: more resident warps (registers capped)
+  const std::int64_t blocks = (warps + w_best - 1) / w_best;
+  if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel) warps for one launch");
+  kernel<<<unsigned(blocks), unsigned(w_best * 32), std::size_t(w_best) * bytes, stream>>>(a, warps);
+  check_cuda(cudaGetLastError(), kWhere);
+}
+
+template <class T>
+bool try_launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
+  const int choice = seq_choice();  // (SIXFOLD_SSCAN_CW, a version-5 width, runs version 5)
+  if (choice < 0 || std::getenv("SIXFOLD_SSCAN_CW") || !a.var_B || !a.var_C || (a.n != 16 && a.n != 32 && a.n != 64)) return false;
+  const std::int64_t per_group = a.d / a.groups;
+  int P = 4;
+  if (a.n == 16 && per_group % 4 == 0 && (choice == 8 || (choice == 0 && a.batch * a.d / 8 < 5 * sm_count(device))))
+    P = 8;
+  if (per_group % (32 / P) != 0) return false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (choice == 2) {
+      if (a.n == 16 && P == 8) launch_seq<T, SeqConfig<2, 8, 32, 2>>(a, device, stream);
+      else if (a.n == 16) launch_seq<T, SeqConfig<4, 4, 32, 2>>(a, device, stream);
+      else if (a.n == 64) launch_seq<T, SeqConfig<16, 4, 16, 2>>(a, device, stream);
+      else return false;
+      return true;
+    }
+  }
+  if (a.n == 16 && P == 8) launch_seq<T, SeqConfig<2, 8, 32>>(a, device, stream);
+  else if (a.n == 16) launch_seq<T, SeqConfig<4, 4, 32>>(a, device, stream);
+  else if (a.n == 32) launch_seq<T, SeqConfig<8, 4, 32>>(a, device, stream);
+  else launch_seq<T, SeqConfig<16, 4, 16>>(a, device, stream);
+  return true;
+}
+
+template <class T>
+void launch_any(const SelectiveScanArgs& a, int device, cudaStream_t s, SelectiveScanLaunch launch, bool fit) {
+  if (fit && launch.variant == 0 && try_launch_seq<T>(a, device, s)) return;
+  launch_scan_variant<T>(a, s, choose_launch(a, device, launch), fit);
+}
+
 }  // namespace
 
 void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream stream,
@@ -613,12 +997,11 @@ void selective_scan_cuda_launch(const SelectiveScanArgs& a, int device, Stream s
     throw_error(kWhere, "dev variants are compiled for f32 with input-dependent B and C only");
   DeviceGuard guard(device, kWhere);
   const bool fit = launch.channels_per_warp == 0 && launch.warps == 0;
-  const SelectiveScanLaunch l = choose_launch(a, device, launch);
   const auto s = static_cast<cudaStream_t>(stream.handle);
   switch (a.dtype) {
-    case DType::f32: return launch_scan_variant<float>(a, s, l, fit);
-    case DType::bf16: return launch_scan_variant<__nv_bfloat16>(a, s, l, fit);
-    case DType::f16: return launch_scan_variant<__half>(a, s, l, fit);
+    case DType::f32: return launch_any<float>(a, device, s, launch, fit);
+    case DType::bf16: return launch_any<__nv_bfloat16>(a, device, s, launch, fit);
+    case DType::f16: return launch_any<__half>(a, device, s, launch, fit);
     default: throw_error(kWhere, "dtype must be f32, bf16 or f16");
   }
 }
