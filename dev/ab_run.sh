@@ -22,6 +22,9 @@
 #             instead), two rounds
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
 #             sections and the per-SASS source page (csv)
+#   torch-sscan  the Python selective-scan tests (GPU required) and bench/torch_selective_scan.py
+#             (TORCH_ARGS), the extension built as for `torch`
+#   racecheck-sscan  compute-sanitizer racecheck on test_selective_scan's small CUDA cases
 #   torch     bench/torch_norm.py (sixfold's Python wrapper beside PyTorch eager, the unfused
 #             chain and torch.compile, same process; TORCH_ARGS, default all families and shapes),
 #             the extension built here by dev/build_pymod.sh against AB_BIN/libsixfold.a.xz
@@ -73,6 +76,13 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
 }
 
 want sscan && check test_selective_scan
+if want racecheck-sscan; then
+  el "test_selective_scan racecheck (small cases)"
+  SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 3 \
+    "$bin/test_selective_scan" --gtest_filter='SelectiveScanCuda.KernelVersions*' >"$out/racecheck_sscan.log" 2>&1
+  echo "racecheck rc=$?" | tee -a "$out/summary.txt"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/racecheck_sscan.log" | tail -2 | tee -a "$out/summary.txt"
+fi
 if want sscan-vars; then
   el "selective scan: default vs ${SSCAN_VARS:-v5 p4 p8}"
   for round in 1 2; do
@@ -172,5 +182,22 @@ if want torch; then
     >"$out/torch_norm.txt" 2>&1
   echo "torch rc=$?" | tee -a "$out/summary.txt"
   cut -c1-170 "$out/torch_norm.txt" | tee -a "$out/summary.txt"
+fi
+if want torch-sscan; then  # bench/torch_selective_scan.py and the Python selective-scan tests, GPU required
+  el "torch side by side: bench/torch_selective_scan.py ${TORCH_ARGS:-}"
+  if [[ ! -d /tmp/sfpy/sixfold ]]; then
+    xz -dc "$bin/libsixfold.a.xz" >/tmp/libsixfold.a &&
+      dev/build_pymod.sh /tmp/libsixfold.a /tmp/sfpy >"$out/pybuild.log" 2>&1
+    echo "pybuild rc=$?" | tee -a "$out/summary.txt"
+  fi
+  SIXFOLD_REQUIRE_GPU=1 PYTHONPATH=/tmp/sfpy timeout 200 python3 -m pytest -q python/tests/test_selective_scan.py \
+    >"$out/pytest_sscan.txt" 2>&1
+  echo "pytest rc=$?" | tee -a "$out/summary.txt"
+  tail -3 "$out/pytest_sscan.txt" | tee -a "$out/summary.txt"
+  # shellcheck disable=SC2086
+  PYTHONPATH=/tmp/sfpy PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_selective_scan.py ${TORCH_ARGS:-} \
+    >"$out/torch_sscan.txt" 2>&1
+  echo "torch rc=$?" | tee -a "$out/summary.txt"
+  cut -c1-170 "$out/torch_sscan.txt" | tee -a "$out/summary.txt"
 fi
 el "done"

@@ -426,10 +426,11 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
 // chunk), u, Δ and z are loaded into registers one chunk ahead, so the only synchronisation is
 // __syncwarp and warps never wait on each other. Per chunk a lane also prepares Tc / P steps of
 // its channel (softplus, Δ·log2 e, Δ·u, D·u) and finishes them (the lanes' y summed, gate, store).
-template <int S_, int P_, int Tc_, int kMinBlocks_ = 1>
+template <int S_, int P_, int Tc_, int K_ = 1, int kMinBlocks_ = 1>
 struct SeqConfig {
-  static constexpr int S = S_, P = P_, Tc = Tc_, n = S_ * P_, G = 32 / P_, J = Tc_ / P_, kMinBlocks = kMinBlocks_;
-  static_assert(J % 4 == 0 && Tc % 8 == 0 && 32 % P == 0);
+  static constexpr int S = S_, P = P_, Tc = Tc_, K = K_, n = S_ * P_, G = K_ * 32 / P_, J = Tc_ / P_;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static_assert(J % 2 == 0 && Tc % 8 == 0 && 32 % P == 0);
 };
 
 // One warp's shared memory (bytes). B and C of a chunk as f32 rows of Tc values, row r (= m·n + s)
@@ -445,7 +446,7 @@ struct SeqLayout {
   static constexpr int kStage = k16 ? 2 * Cfg::n * kRawRow : kF32;           // a chunk's B and C as copied
   static constexpr int kConv = k16 ? kF32 : 0;                               // 16-bit: widened
   static constexpr int kXs = 2 * Cfg::G * kRow * 4;                          // Δ·log2 e and Δ·u per channel
-  static constexpr int kYx = 32 * kRow * 4;                                  // each lane's partial y
+  static constexpr int kYx = 32 * Cfg::K * kRow * 4;                        // each lane's partial y
   static constexpr int bytes = 2 * kStage + kConv + kXs + kYx;
   __host__ __device__ static constexpr int f32_row(int r) { return r * Cfg::Tc * 4 + (r / Cfg::S) * 16; }
 };
@@ -458,17 +459,20 @@ struct Run {
 template <class T, int J>
 __device__ __forceinline__ void load_run(const T* p, int valid, Run<T, J>& r) {
   constexpr int kBytes = J * int(sizeof(T));
-  static_assert(kBytes % 8 == 0);
-  if (valid >= J && (reinterpret_cast<std::uintptr_t>(p) & (kBytes >= 16 ? 15 : 7)) == 0) {
+  static_assert(kBytes % 16 == 0 || kBytes == 8 || kBytes == 4);
+  if (valid >= J && (reinterpret_cast<std::uintptr_t>(p) & (kBytes >= 16 ? 15 : kBytes - 1)) == 0) {
     if constexpr (kBytes % 16 == 0) {
 #pragma unroll
       for (int i = 0; i < kBytes / 16; ++i) {
         const uint4 raw = reinterpret_cast<const uint4*>(p)[i];
         memcpy(&r.v[i * 16 / int(sizeof(T))], &raw, 16);
       }
-    } else {
+    } else if constexpr (kBytes == 8) {
       const uint2 raw = *reinterpret_cast<const uint2*>(p);
       memcpy(r.v, &raw, 8);
+    } else {
+      const unsigned raw = *reinterpret_cast<const unsigned*>(p);
+      memcpy(r.v, &raw, 4);
     }
   } else {
 #pragma unroll
@@ -481,7 +485,7 @@ __device__ __forceinline__ void store_run(T* p, int valid, const float (&v)[J]) 
   T e[J];
 #pragma unroll
   for (int k = 0; k < J; ++k) e[k] = from_f32<T>(v[k]);
-  if (valid >= J && (reinterpret_cast<std::uintptr_t>(p) & (kBytes >= 16 ? 15 : 7)) == 0) {
+  if (valid >= J && (reinterpret_cast<std::uintptr_t>(p) & (kBytes >= 16 ? 15 : kBytes - 1)) == 0) {
     if constexpr (kBytes % 16 == 0) {
 #pragma unroll
       for (int i = 0; i < kBytes / 16; ++i) {
@@ -489,10 +493,14 @@ __device__ __forceinline__ void store_run(T* p, int valid, const float (&v)[J]) 
         memcpy(&raw, &e[i * 16 / int(sizeof(T))], 16);
         reinterpret_cast<uint4*>(p)[i] = raw;
       }
-    } else {
+    } else if constexpr (kBytes == 8) {
       uint2 raw;
       memcpy(&raw, e, 8);
       *reinterpret_cast<uint2*>(p) = raw;
+    } else {
+      unsigned raw;
+      memcpy(&raw, e, 4);
+      *reinterpret_cast<unsigned*>(p) = raw;
     }
   } else {
 #pragma unroll
@@ -501,10 +509,33 @@ __device__ __forceinline__ void store_run(T* p, int valid, const float (&v)[J]) 
   }
 }
 
+// J f32 values to / added from shared memory, 16 or 8 bytes at a time.
+template <int J>
+__device__ __forceinline__ void store_f32(float* dst, const float (&v)[J]) {
+#pragma unroll
+  for (int j = 0; j < J; j += (J % 4 ? 2 : 4)) {
+    if constexpr (J % 4 == 0) *reinterpret_cast<float4*>(dst + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+    else *reinterpret_cast<float2*>(dst + j) = make_float2(v[j], v[j + 1]);
+  }
+}
+template <int J>
+__device__ __forceinline__ void add_f32(const float* src, float (&acc)[J]) {
+#pragma unroll
+  for (int j = 0; j < J; j += (J % 4 ? 2 : 4)) {
+    if constexpr (J % 4 == 0) {
+      const float4 v = *reinterpret_cast<const float4*>(src + j);
+      acc[j] += v.x; acc[j + 1] += v.y; acc[j + 2] += v.z; acc[j + 3] += v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(src + j);
+      acc[j] += v.x; acc[j + 1] += v.y;
+    }
+  }
+}
+
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   using Lay = SeqLayout<T, Cfg>;
-  constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
+  constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, K = Cfg::K, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
   constexpr bool k16 = Lay::k16;
   constexpr int E = 16 / int(sizeof(T)), kPieces = Tc / E;  // values per 16-byte piece, pieces per row
   constexpr float kLog2e = 1.4426950408889634f;
@@ -515,35 +546,43 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
   unsigned char* const stage0 = smem + std::size_t(warp) * Lay::bytes;
   float* const conv = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage);
   float* const xs = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage + Lay::kConv);  // [2][G][R]
-  float* const yx = xs + 2 * G * R;                                                     // [32][R]
-  const int ch = lane / P, p = lane % P;
-  const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + ch;
+  float* const yx = xs + 2 * G * R;                                                     // [32·K][R]
+  // Lane (cl, p): channels c0 + cl·K + k (k < K), states p·S ... p·S + S − 1 of each.
+  const int cl = lane / P, p = lane % P;
+  const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + cl * K;
   const std::int64_t g = c0 / (a.d / a.groups);  // the warp's B/C group (G divides d / groups)
   std::int64_t start = 0, len = a.len;
   if (a.cu_seqlens) {
     start = a.cu_seqlens[b];
     len = a.cu_seqlens[b + 1] - start;
   }
+  // Rows of the lane's first channel; channel k is k rows (of each tensor's channel stride) on.
   const T* u_row = static_cast<const T*>(a.u) + b * a.u_stride[0] + c * a.u_stride[1] + start;
   const T* dt_row = static_cast<const T*>(a.delta) + b * a.delta_stride[0] + c * a.delta_stride[1] + start;
   const T* z_row = a.z ? static_cast<const T*>(a.z) + b * a.z_stride[0] + c * a.z_stride[1] + start : nullptr;
   T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + c * a.out_stride[1] + start;
   const T* B_rows = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start;
   const T* C_rows = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start;
-  const float bias = a.delta_bias ? a.delta_bias[c] : 0.0f;
-  const float Dv = a.D ? a.D[c] : 0.0f;
-  float* final_row = a.final_state ? a.final_state + (b * a.d + c) * n + p * S : nullptr;
-
-  float Ar[S], h[S];  // this lane's states p·S ... p·S + S − 1
+  float bias[K], Dv[K], Ar[K][S], h[K][S];
 #pragma unroll
-  for (int i = 0; i < S; ++i) {
-    Ar[i] = a.A[c * n + p * S + i];
-    h[i] = a.initial_state ? a.initial_state[(b * a.d + c) * n + p * S + i] : 0.0f;
+  for (int k = 0; k < K; ++k) {
+    bias[k] = a.delta_bias ? a.delta_bias[c + k] : 0.0f;
+    Dv[k] = a.D ? a.D[c + k] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      Ar[k][i] = a.A[(c + k) * n + p * S + i];
+      h[k][i] = a.initial_state ? a.initial_state[(b * a.d + c + k) * n + p * S + i] : 0.0f;
+    }
   }
-  if (len <= 0) {
-    if (final_row)
+  const auto write_final = [&] {
+    if (a.final_state)
 #pragma unroll
-      for (int i = 0; i < S; ++i) final_row[i] = h[i];
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int i = 0; i < S; ++i) a.final_state[(b * a.d + c + k) * n + p * S + i] = h[k][i];
+  };
+  if (len <= 0) {
+    write_final();
     return;
   }
   const std::int64_t nchunks = (len + Tc - 1) / Tc;
@@ -610,50 +649,60 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
       dst[1] = make_float4(to_f32(e[4]), to_f32(e[5]), to_f32(e[6]), to_f32(e[7]));
     }
   };
-  Run<T, J> un, dn, zn;  // the next chunk's u, Δ, z: this lane's J steps
+  Run<T, J> un[K], dn[K], zn[K];  // the next chunk's u, Δ, z: this lane's J steps of each channel
   const auto fetch = [&](std::int64_t q) {
     const std::int64_t t = q * Tc + p * J;
     const int valid = int(std::clamp<std::int64_t>(len - t, 0, J));
-    load_run<T, J>(u_row + t, valid, un);
-    load_run<T, J>(dt_row + t, valid, dn);
-    if (z_row) load_run<T, J>(z_row + t, valid, zn);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      load_run<T, J>(u_row + k * a.u_stride[1] + t, valid, un[k]);
+      load_run<T, J>(dt_row + k * a.delta_stride[1] + t, valid, dn[k]);
+      if (z_row) load_run<T, J>(z_row + k * a.z_stride[1] + t, valid, zn[k]);
+    }
   };
 
   stage(0);
   cp_async_commit();
   fetch(0);
-  float* const xd = xs + ch * R + p * J;  // this lane's J steps of Δ·log2 e; Δ·u G·R words on
+  float* const xd = xs + cl * K * R + p * J;  // Δ·log2 e of the lane's J steps of channel k: + k·R; Δ·u G·R on
 #pragma unroll 1
   for (std::int64_t q = 0; q < nchunks; ++q) {
-    const Run<T, J> uc = un, dc = dn, zc = zn;
+    Run<T, J> uc[K], zc[K];
+    float yo[K][J];
     const std::int64_t tq = q * Tc + p * J;
     const int valid = int(std::clamp<std::int64_t>(len - tq, 0, J));
-    if (q + 1 < nchunks) {
-      stage(q + 1);
-      fetch(q + 1);
-    }
-    cp_async_commit();
-    // Prepare this lane's J steps while the copies land.
-    float yo[J];
     {
-      float dl[J], du[J];
+      Run<T, J> dc[K];
 #pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const float uj = to_f32(uc.v[j]);
-        float d = to_f32(dc.v[j]) + bias;
-        if (a.delta_softplus) {  // both sides computed: a select, not a branch per value
-          const float sp = softplus_fast(d);
-          d = d <= 20.0f ? sp : d;
-        }
-        d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
-        dl[j] = d * kLog2e;
-        du[j] = d * uj;
-        yo[j] = Dv * uj;
+      for (int k = 0; k < K; ++k) {
+        uc[k] = un[k];
+        dc[k] = dn[k];
+        zc[k] = zn[k];
       }
+      if (q + 1 < nchunks) {
+        stage(q + 1);
+        fetch(q + 1);
+      }
+      cp_async_commit();
+      // Prepare this lane's J steps of each channel while the copies land.
 #pragma unroll
-      for (int j = 0; j < J; j += 4) {
-        *reinterpret_cast<float4*>(xd + j) = make_float4(dl[j], dl[j + 1], dl[j + 2], dl[j + 3]);
-        *reinterpret_cast<float4*>(xd + G * R + j) = make_float4(du[j], du[j + 1], du[j + 2], du[j + 3]);
+      for (int k = 0; k < K; ++k) {
+        float dl[J], du[J];
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+          const float uj = to_f32(uc[k].v[j]);
+          float d = to_f32(dc[k].v[j]) + bias[k];
+          if (a.delta_softplus) {  // both sides computed: a select, not a branch per value
+            const float sp = softplus_fast(d);
+            d = d <= 20.0f ? sp : d;
+          }
+          d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
+          dl[j] = d * kLog2e;
+          du[j] = d * uj;
+          yo[k][j] = Dv[k] * uj;
+        }
+        store_f32<J>(xd + k * R, dl);
+        store_f32<J>(xd + G * R + k * R, du);
       }
     }
     cp_async_wait_group1();  // chunk q's pieces (this lane's) have landed; the warp's after the sync
@@ -665,57 +714,59 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
     const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + (q & 1) * Lay::kStage) +
                               Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
     const unsigned char* Cq = Bq + Lay::f32_row(n);
-    const float4* xl = reinterpret_cast<const float4*>(xs + ch * R);
-    const float4* xu = reinterpret_cast<const float4*>(xs + G * R + ch * R);
-    float y[Tc];
+    const float4* xl = reinterpret_cast<const float4*>(xs + cl * K * R);
+    const float4* xu = reinterpret_cast<const float4*>(xs + G * R + cl * K * R);
+    float y[K][Tc];
 #pragma unroll
     for (int g4 = 0; g4 < Tc / 4; ++g4) {
-      const float4 l4 = xl[g4], u4 = xu[g4];
-      const float lv[4] = {l4.x, l4.y, l4.z, l4.w}, uv[4] = {u4.x, u4.y, u4.z, u4.w};
+      float lv[K][4], uv[K][4];
 #pragma unroll
-      for (int i = 0; i < S; ++i) {
+      for (int k = 0; k < K; ++k) {
+        const float4 l4 = xl[k * R / 4 + g4], u4 = xu[k * R / 4 + g4];
+        lv[k][0] = l4.x; lv[k][1] = l4.y; lv[k][2] = l4.z; lv[k][3] = l4.w;
+        uv[k][0] = u4.x; uv[k][1] = u4.y; uv[k][2] = u4.z; uv[k][3] = u4.w;
+      }
+#pragma unroll
+      for (int i = 0; i < S; ++i) {  // B and C of state i, read once for the lane's K channels
         const float4 b4 = reinterpret_cast<const float4*>(Bq + i * Tc * 4)[g4];
         const float4 c4 = reinterpret_cast<const float4*>(Cq + i * Tc * 4)[g4];
         const float bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          h[i] = fmaf(ex2(lv[k] * Ar[i]), h[i], uv[k] * bv[k]);
-          y[4 * g4 + k] = i == 0 ? h[i] * cv[k] : fmaf(h[i], cv[k], y[4 * g4 + k]);
-        }
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            h[k][i] = fmaf(ex2(lv[k][kk] * Ar[k][i]), h[k][i], uv[k][kk] * bv[kk]);
+            y[k][4 * g4 + kk] = i == 0 ? h[k][i] * cv[kk] : fmaf(h[k][i], cv[kk], y[k][4 * g4 + kk]);
+          }
       }
     }
     // y of each step summed over the channel's P lanes: lane p ends with steps p·J ... p·J + J − 1.
-    {
-      float4* mine = reinterpret_cast<float4*>(yx + lane * R);
 #pragma unroll
-      for (int m = 0; m < Tc / 4; ++m) mine[m] = make_float4(y[4 * m], y[4 * m + 1], y[4 * m + 2], y[4 * m + 3]);
+    for (int k = 0; k < K; ++k) {
+      float4* mine = reinterpret_cast<float4*>(yx + (lane * K + k) * R);
+#pragma unroll
+      for (int m = 0; m < Tc / 4; ++m)
+        mine[m] = make_float4(y[k][4 * m], y[k][4 * m + 1], y[k][4 * m + 2], y[k][4 * m + 3]);
     }
     __syncwarp();
 #pragma unroll
-    for (int pp = 0; pp < P; ++pp) {
-      const float4* src = reinterpret_cast<const float4*>(yx + (ch * P + pp) * R + p * J);
+    for (int k = 0; k < K; ++k) {
 #pragma unroll
-      for (int m = 0; m < J / 4; ++m) {
-        const float4 v = src[m];
-        yo[4 * m] += v.x;
-        yo[4 * m + 1] += v.y;
-        yo[4 * m + 2] += v.z;
-        yo[4 * m + 3] += v.w;
+      for (int pp = 0; pp < P; ++pp) {
+        add_f32<J>(yx + ((cl * P + pp) * K + k) * R + p * J, yo[k]);
       }
-    }
-    if (z_row) {
+      if (z_row) {
 #pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const float z = to_f32(zc.v[j]);
-        yo[j] *= __fdividef(z, 1.0f + ex2(-z * kLog2e));
+        for (int j = 0; j < J; ++j) {
+          const float z = to_f32(zc[k].v[j]);
+          yo[k][j] *= __fdividef(z, 1.0f + ex2(-z * kLog2e));
+        }
       }
+      store_run<T, J>(out_row + k * a.out_stride[1] + tq, valid, yo[k]);
     }
-    store_run<T, J>(out_row + tq, valid, yo);
     __syncwarp();  // yx and xs are rewritten by the next chunk
   }
-  if (final_row)
-#pragma unroll
-    for (int i = 0; i < S; ++i) final_row[i] = h[i];
+  write_final();
   cp_async_wait_all();
 }
 
@@ -910,17 +961,21 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 }
 
 // Version 6's launch, for input-dependent B and C with n ∈ {16, 32, 64} (the other cases run
-// version 5). P = 4 lanes per channel unless that leaves fewer than ~5 warps per SM (then 8:
-// twice the warps, each with half the states). W (warps per block; blocks never synchronise)
-// from {8, 4, 2, 1}: the one whose blocks fill the SMs' last round best, as in choose_launch.
-// Dev hook: SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p4 / =p8 force P.
+// version 5): P = 4 lanes per channel (8 channels a warp) when that gives at least ~4 warps per
+// SM, else P = 8 (4 channels a warp, twice the warps, half the states each); Tc = 32 steps per
+// chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
+// {8, 4, 2, 1}: the one whose blocks fill the SMs' last round best. The H200 sweep
+// (dev/selective_scan/seq_sweep.sh, docs/perf/selective_scan.md session 10): b1 d4096 n16 0.120 ms
+// at P = 8 against 0.163 at P = 4; b8 d2048 n16 0.622 at P = 4 against 0.798 at P = 8; b4 d1536 n64
+// 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
+// 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
+// SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p4 / =p8 force P.
 int seq_choice() {
   const char* e = std::getenv("SIXFOLD_SSCAN_KERNEL");
   if (!e) return 0;
   if (!std::strcmp(e, "v5")) return -1;
   if (!std::strcmp(e, "p4")) return 4;
   if (!std::strcmp(e, "p8")) return 8;
-  if (!std::strcmp(e, "o2")) return 2;  // dev: at most 128 registers (f32)
   return 0;
 }
 
@@ -948,36 +1003,34 @@ void launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
       w_best = w;
     }
   }
-  if (Cfg::kMinBlocks > 1) w_best = 4;  // dev: more resident warps (registers capped)
   const std::int64_t blocks = (warps + w_best - 1) / w_best;
   if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel) warps for one launch");
   kernel<<<unsigned(blocks), unsigned(w_best * 32), std::size_t(w_best) * bytes, stream>>>(a, warps);
   check_cuda(cudaGetLastError(), kWhere);
 }
 
+template <class T, int S4, int S8>  // S4: states per lane at P = 4 (n = 4·S4), S8 at P = 8
+bool launch_seq_n(const SelectiveScanArgs& a, int device, cudaStream_t stream, int choice) {
+  constexpr int kTc4 = S4 >= 8 ? 16 : 32;  // (S = 8 at Tc = 32 spills)
+  const std::int64_t per_group = a.d / a.groups;
+  const bool wide = a.batch * a.d / 8 >= 4 * std::int64_t(sm_count(device));
+  if (choice != 8 && (wide || choice == 4) && per_group % 8 == 0)
+    launch_seq<T, SeqConfig<S4, 4, kTc4, 1>>(a, device, stream);
+  else if (choice != 4 && per_group % 4 == 0)
+    launch_seq<T, SeqConfig<S8, 8, 32, 1>>(a, device, stream);
+  else
+    return false;
+  return true;
+}
+
 template <class T>
 bool try_launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
   const int choice = seq_choice();  // (SIXFOLD_SSCAN_CW, a version-5 width, runs version 5)
-  if (choice < 0 || std::getenv("SIXFOLD_SSCAN_CW") || !a.var_B || !a.var_C || (a.n != 16 && a.n != 32 && a.n != 64)) return false;
-  const std::int64_t per_group = a.d / a.groups;
-  int P = 4;
-  if (a.n == 16 && per_group % 4 == 0 && (choice == 8 || (choice == 0 && a.batch * a.d / 8 < 5 * sm_count(device))))
-    P = 8;
-  if (per_group % (32 / P) != 0) return false;
-  if constexpr (std::is_same_v<T, float>) {
-    if (choice == 2) {
-      if (a.n == 16 && P == 8) launch_seq<T, SeqConfig<2, 8, 32, 2>>(a, device, stream);
-      else if (a.n == 16) launch_seq<T, SeqConfig<4, 4, 32, 2>>(a, device, stream);
-      else if (a.n == 64) launch_seq<T, SeqConfig<16, 4, 16, 2>>(a, device, stream);
-      else return false;
-      return true;
-    }
-  }
-  if (a.n == 16 && P == 8) launch_seq<T, SeqConfig<2, 8, 32>>(a, device, stream);
-  else if (a.n == 16) launch_seq<T, SeqConfig<4, 4, 32>>(a, device, stream);
-  else if (a.n == 32) launch_seq<T, SeqConfig<8, 4, 32>>(a, device, stream);
-  else launch_seq<T, SeqConfig<16, 4, 16>>(a, device, stream);
-  return true;
+  if (choice < 0 || std::getenv("SIXFOLD_SSCAN_CW") || !a.var_B || !a.var_C) return false;
+  if (a.n == 16) return launch_seq_n<T, 4, 2>(a, device, stream, choice);
+  if (a.n == 32) return launch_seq_n<T, 8, 4>(a, device, stream, choice);
+  if (a.n == 64) return launch_seq_n<T, 16, 8>(a, device, stream, choice);
+  return false;
 }
 
 template <class T>
