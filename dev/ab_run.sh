@@ -6,8 +6,8 @@
 #   sscan     test_selective_scan's CUDA cases with the GPU required, then compute-sanitizer
 #             memcheck on its small cases (SIXFOLD_TEST_SMALL=1)
 #   sscan-vars  the selective-scan rows (SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2}) of the new CLI
-#             with SIXFOLD_SSCAN_KERNEL unset and set to each of SSCAN_VARS (default v5 p4 p8),
-#             two rounds
+#             with SIXFOLD_SSCAN_KERNEL unset and set to each of SSCAN_VARS (default v5 p4 p8; an
+#             entry NAME=VALUE sets that variable instead), two rounds
 #   norm      the same for test_norm and test_norm_backward
 #   decode    the selective-scan decode row (SIXFOLD_SSCAN_CASES=decode), old and new CLI
 #             alternating, two rounds
@@ -88,7 +88,7 @@ if want sscan-vars; then
   for round in 1 2; do
     for v in default ${SSCAN_VARS:-v5 p4 p8}; do
       echo "== sscan round $round: $v" >>"$out/sscan_vars.log"
-      ( [[ $v != default ]] && export SIXFOLD_SSCAN_KERNEL=$v
+      ( if [[ $v == *=* ]]; then export "${v?}"; elif [[ $v != default ]]; then export SIXFOLD_SSCAN_KERNEL=$v; fi
         SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} timeout 150 "$bin/sixfold" bench selective_scan --backend cuda \
           --seconds 0.5 >>"$out/sscan_vars.log" 2>&1 )
     done

@@ -8,6 +8,11 @@
 // and joined by composing their maps (associativity); every input element is read once, the
 // state never leaves the chip, out is written once (locality).
 //
+// Two kernels. Version 6 (selective_scan_seq, below the version-5 kernel) runs Mamba's case
+// (input-dependent B and C, n ∈ {16, 32, 64}): each thread carries S states of one channel
+// through the whole sequence in order, the channel's other states on P − 1 more lanes; no time
+// scan at all. Version 5 (selective_scan_warps) runs everything else:
+//
 // Layout (versions 4-5, docs/perf/selective_scan.md): a warp owns Cw channels (Cw ∈ {1, 2, ..., 32})
 // and cuts time into G = 32/Cw segments of K consecutive steps, lane = segment·Cw + channel; a
 // chunk is G·K steps. A block is W such warps over W·Cw consecutive channels of one B/C group.
@@ -28,9 +33,9 @@
 // the same words (broadcast), so each B/C element is fetched once per W·Cw channels. Steps past
 // the end of a sequence are identity maps (zero-filled B, Δ = 0), so ragged lengths and varlen
 // sequences need no special path.
-// Where the time goes (H200, v5): 27-36% of the exp/bandwidth roofline; the kernel is bound by
+// Where the time goes (H200, v5): 27-39% of the exp/bandwidth roofline; the kernel is bound by
 // instruction issue (~12 per (element, state) against the ≤ 8 an SFU-bound kernel may spend),
-// not by the SFU or DRAM. The round is kept lean on purpose: no index arithmetic (running
+// not by the SFU or DRAM (v6: 28-49%, ~9.6 per (element, state) at n = 16, issue 50%). The round is kept lean on purpose: no index arithmetic (running
 // pointers), the scan width a template parameter, the per-chunk values pinned in registers.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -965,7 +970,7 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 // SM, else P = 8 (4 channels a warp, twice the warps, half the states each); Tc = 32 steps per
 // chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
 // {8, 4, 2, 1}: the one whose blocks fill the SMs' last round best. The H200 sweep
-// (dev/selective_scan/seq_sweep.sh, docs/perf/selective_scan.md session 10): b1 d4096 n16 0.120 ms
+// (docs/perf/selective_scan.md, session 10): b1 d4096 n16 0.120 ms
 // at P = 8 against 0.163 at P = 4; b8 d2048 n16 0.622 at P = 4 against 0.798 at P = 8; b4 d1536 n64
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
 // 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
