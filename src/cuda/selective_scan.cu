@@ -655,61 +655,57 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
     }
   };
   Run<T, J> un[K], dn[K], zn[K];  // the next chunk's u, Δ, z: this lane's J steps of each channel
-  const auto fetch = [&](std::int64_t q) {
+  const auto fetch = [&](std::int64_t q, Run<T, J>(&ur)[K], Run<T, J>(&dr)[K], Run<T, J>(&zr)[K]) {
     const std::int64_t t = q * Tc + p * J;
     const int valid = int(std::clamp<std::int64_t>(len - t, 0, J));
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      load_run<T, J>(u_row + k * a.u_stride[1] + t, valid, un[k]);
-      load_run<T, J>(dt_row + k * a.delta_stride[1] + t, valid, dn[k]);
-      if (z_row) load_run<T, J>(z_row + k * a.z_stride[1] + t, valid, zn[k]);
+      load_run<T, J>(u_row + k * a.u_stride[1] + t, valid, ur[k]);
+      load_run<T, J>(dt_row + k * a.delta_stride[1] + t, valid, dr[k]);
+      if (z_row) load_run<T, J>(z_row + k * a.z_stride[1] + t, valid, zr[k]);
+    }
+  };
+
+  // Chunk q's J steps of each channel, from un / dn: Δ·log2 e and Δ·u to xs, D·u to yq.
+  float* const xd = xs + cl * K * R + p * J;  // channel k: + k·R; Δ·u G·R on
+  const auto prep = [&](std::int64_t q, float (&yq)[K][J]) {
+    const int valid = int(std::clamp<std::int64_t>(len - (q * Tc + p * J), 0, J));
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float dl[J], du[J];
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const float uj = to_f32(un[k].v[j]);
+        float d = to_f32(dn[k].v[j]) + bias[k];
+        const float sp = softplus_fast(d);  // both sides computed: selects, no branch
+        d = a.delta_softplus && d <= 20.0f ? sp : d;
+        d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
+        dl[j] = d * kLog2e;
+        du[j] = d * uj;
+        yq[k][j] = Dv[k] * uj;
+      }
+      store_f32<J>(xd + k * R, dl);
+      store_f32<J>(xd + G * R + k * R, du);
     }
   };
 
   stage(0);
   cp_async_commit();
-  fetch(0);
-  float* const xd = xs + cl * K * R + p * J;  // Δ·log2 e of the lane's J steps of channel k: + k·R; Δ·u G·R on
+  fetch(0, un, dn, zn);
 #pragma unroll 1
   for (std::int64_t q = 0; q < nchunks; ++q) {
-    Run<T, J> uc[K], zc[K];
-    float yo[K][J];
     const std::int64_t tq = q * Tc + p * J;
     const int valid = int(std::clamp<std::int64_t>(len - tq, 0, J));
-    {
-      Run<T, J> dc[K];
+    float yo[K][J];  // chunk q's D·u, then its output
+    Run<T, J> zc[K];
+    prep(q, yo);  // while chunk q's copies land
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        uc[k] = un[k];
-        dc[k] = dn[k];
-        zc[k] = zn[k];
-      }
-      if (q + 1 < nchunks) {
-        stage(q + 1);
-        fetch(q + 1);
-      }
-      cp_async_commit();
-      // Prepare this lane's J steps of each channel while the copies land.
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        float dl[J], du[J];
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-          const float uj = to_f32(uc[k].v[j]);
-          float d = to_f32(dc[k].v[j]) + bias[k];
-          if (a.delta_softplus) {  // both sides computed: a select, not a branch per value
-            const float sp = softplus_fast(d);
-            d = d <= 20.0f ? sp : d;
-          }
-          d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
-          dl[j] = d * kLog2e;
-          du[j] = d * uj;
-          yo[k][j] = Dv[k] * uj;
-        }
-        store_f32<J>(xd + k * R, dl);
-        store_f32<J>(xd + G * R + k * R, du);
-      }
+    for (int k = 0; k < K; ++k) zc[k] = zn[k];
+    if (q + 1 < nchunks) {
+      fetch(q + 1, un, dn, zn);
+      stage(q + 1);
     }
+    cp_async_commit();
     cp_async_wait_group1();  // chunk q's pieces (this lane's) have landed; the warp's after the sync
     __syncwarp();
     if constexpr (k16) {
@@ -720,7 +716,7 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
                               Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
     const unsigned char* Cq = Bq + Lay::f32_row(n);
     const float4* xl = reinterpret_cast<const float4*>(xs + cl * K * R);
-    const float4* xu = reinterpret_cast<const float4*>(xs + G * R + cl * K * R);
+    const float4* xu = xl + G * R / 4;
     float y[K][Tc];
 #pragma unroll
     for (int g4 = 0; g4 < Tc / 4; ++g4) {
