@@ -9,6 +9,7 @@
 #             with SIXFOLD_SSCAN_KERNEL unset and set to each of SSCAN_VARS (default v5 p4 p8; an
 #             entry NAME=VALUE sets that variable instead), two rounds
 #   norm      the same for test_norm and test_norm_backward
+#   sscan-ab  the selective-scan rows (SSCAN_CASES, default 0,1,2), old and new CLI alternating
 #   decode    the selective-scan decode row (SIXFOLD_SSCAN_CASES=decode), old and new CLI
 #             alternating, two rounds
 #   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
@@ -96,6 +97,7 @@ if want sscan-vars; then
   grep -E "^==|sixfold::|error|FAIL" "$out/sscan_vars.log" | cut -c1-160 | tee -a "$out/summary.txt"
 fi
 if want norm; then check test_norm; check test_norm_backward; fi
+want sscan-ab && ab sscan SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} -- selective_scan --backend cuda --seconds 0.5
 want decode && ab decode SIXFOLD_SSCAN_CASES=decode -- selective_scan --backend cuda --seconds 0.5
 want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
   SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25

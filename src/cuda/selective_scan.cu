@@ -965,7 +965,7 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 // version 5): P = 4 lanes per channel (8 channels a warp) when that gives at least ~4 warps per
 // SM, else P = 8 (4 channels a warp, twice the warps, half the states each); Tc = 32 steps per
 // chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
-// {8, 4, 2, 1}: the one whose blocks fill the SMs' last round best. The H200 sweep
+// {8, 4, 2, 1}: see launch_seq. The H200 sweep
 // (docs/perf/selective_scan.md, session 10): b1 d4096 n16 0.120 ms
 // at P = 8 against 0.163 at P = 4; b8 d2048 n16 0.622 at P = 4 against 0.798 at P = 8; b4 d1536 n64
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
@@ -990,20 +990,28 @@ void launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kOptIn)), kWhere);
     opted[device] = true;
   }
+  // W: the fewest warps on the busiest SM, ceil(blocks / SMs)·W (blocks are dealt out evenly; the
+  // larger W on ties), among the W whose blocks fit an SM at all (registers and shared memory).
   const std::int64_t warps = a.batch * (a.d / Cfg::G), sms = sm_count(device);
-  const int per_sm = int(std::min<std::size_t>(kOptIn / bytes, 16));  // warps an SM can hold (shared memory)
-  int w_best = 1;
-  double best = -1.0;
-  for (int w = kMaxWarps; w >= 1; w /= 2) {
+  static int fits[64][4] = {};  // [device][log2 W]: blocks an SM holds, 0 until asked
+  int w_best = 0;
+  std::int64_t best = 0;
+  for (int lw = 3; lw >= 0; --lw) {
+    const int w = 1 << lw;
     if (std::size_t(w) * bytes > kOptIn) continue;
-    const std::int64_t blocks = (warps + w - 1) / w, fit = std::max(1, per_sm / w);
-    const std::int64_t rounds = (blocks + sms * fit - 1) / (sms * fit);
-    const double fill = double(warps) / double(rounds * sms * fit * w);
-    if (fill > best + 0.02) {
-      best = fill;
+    int fit = device < 64 ? fits[device][lw] : 0;
+    if (!fit) {
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, w * 32, std::size_t(w) * bytes), kWhere);
+      if (device < 64) fits[device][lw] = fit;
+    }
+    if (fit < 1) continue;
+    const std::int64_t blocks = (warps + w - 1) / w, cost = (blocks + sms - 1) / sms * w;
+    if (!w_best || cost < best) {
+      best = cost;
       w_best = w;
     }
   }
+  if (!w_best) throw_error(kWhere, "no block of this kernel fits an SM");
   const std::int64_t blocks = (warps + w_best - 1) / w_best;
   if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel) warps for one launch");
   kernel<<<unsigned(blocks), unsigned(w_best * 32), std::size_t(w_best) * bytes, stream>>>(a, warps);
