@@ -327,7 +327,7 @@ TEST(SelectiveScanCuda, KernelVersionsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
   const char* old = std::getenv("SIXFOLD_SSCAN_KERNEL");
   const std::string saved = old ? old : "";
-  for (const char* v : {"v5", "p4", "p8"}) {
+  for (const char* v : {"v5", "p4", "p8", "spec"}) {
     SCOPED_TRACE(std::string("SIXFOLD_SSCAN_KERNEL=") + v);
     setenv("SIXFOLD_SSCAN_KERNEL", v, 1);
     for (const Case& c : cases()) run_case(c, Device::cuda(0));

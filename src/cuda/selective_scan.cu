@@ -453,8 +453,29 @@ struct SeqLayout {
   static constexpr int kXs = 2 * Cfg::G * kRow * 4;                          // Δ·log2 e and Δ·u per channel
   static constexpr int kYx = 32 * Cfg::K * kRow * 4;                        // each lane's partial y
   static constexpr int bytes = 2 * kStage + kConv + kXs + kYx;
+  // Warp-specialised (kSpec): per pair of warps, two slots of everything, plus D·u and z per lane.
+  static constexpr int kDz = 2 * 32 * Cfg::J * 4;
+  static constexpr int spec_bytes = 2 * (kStage + kConv + kXs + kYx + kDz) + 32;  // + 4 mbarriers
   __host__ __device__ static constexpr int f32_row(int r) { return r * Cfg::Tc * 4 + (r / Cfg::S) * 16; }
 };
+
+// mbarriers in shared memory (the warp-specialised handoff): every lane of a warp arrives
+// (release), the other warp waits for the barrier's phase (acquire).
+__device__ __forceinline__ void mbar_init(unsigned addr, unsigned count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned addr) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared.b64 st, [%0];\n\t}" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned addr, unsigned parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n"
+      "wait:\n\t"
+      "mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n\t"
+      "@!done bra wait;\n\t}" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
 
 // J values of T at p, raw (converted where they are used, so a load in flight stalls nobody).
 template <class T, int J>
@@ -537,7 +558,14 @@ __device__ __forceinline__ void add_f32(const float* src, float (&acc)[J]) {
   }
 }
 
-template <class T, class Cfg>
+// kSpec, the warp-specialised form: warps come in pairs over the same channels. The math warp
+// only steps through chunks (FMUL, ex2, FMUL, two FFMA per (step, state)), and its helper
+// prepares chunks two ahead (u/Δ/z loads, softplus, B/C staging) and finishes them (the lanes'
+// y sums, gate, store). They hand over through two slots of shared memory and four named
+// barriers per pair (full[slot]: helper → math, done[slot]: math → helper), so a scheduler's
+// SFU-bound step loop never waits on the ALU-bound chunk ends. It pays where there are few
+// warps (one stepping warp per scheduler); with many, the plain form's own overlap is enough.
+template <class T, class Cfg, bool kSpec = false>
 __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   using Lay = SeqLayout<T, Cfg>;
   constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, K = Cfg::K, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
@@ -546,12 +574,29 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const std::int64_t gw = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + warp;
-  if (gw >= warps_total) return;  // no block-wide barrier below
-  unsigned char* const stage0 = smem + std::size_t(warp) * Lay::bytes;
-  float* const conv = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage);
-  float* const xs = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage + Lay::kConv);  // [2][G][R]
-  float* const yx = xs + 2 * G * R;                                                     // [32·K][R]
+  // kSpec: warps [0, NP) step through the chunks ("math"), warps [NP, 2·NP) prepare and finish
+  // them ("helper"), pair pr = warp mod NP; otherwise every warp does everything.
+  const int NP = kSpec ? int(blockDim.x >> 6) : 1, pr = kSpec ? warp % NP : warp;
+  const bool math = !kSpec || warp < NP;
+  const std::int64_t gw = std::int64_t(blockIdx.x) * (kSpec ? NP : int(blockDim.x >> 5)) + pr;
+  if (gw >= warps_total) return;  // no block-wide barrier below (a pair leaves together)
+  unsigned char* const stage0 = smem + std::size_t(pr) * (kSpec ? Lay::spec_bytes : Lay::bytes);
+  // Slot bases (kSpec: slot s of each region at + s·region; otherwise one slot of xs / yx / conv).
+  float* conv = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage);
+  float* xs = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage + (kSpec ? 2 : 1) * Lay::kConv);  // [2][G][R]
+  float* yx = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + (kSpec ? 2 : 1) * Lay::kXs);
+  float* const dz = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(yx) + 2 * Lay::kYx);  // kSpec
+  float* const conv0 = conv;
+  float* const xs0 = xs;
+  float* const yx0 = yx;
+  const auto use_slot = [&](std::int64_t q) {
+    if constexpr (kSpec) {
+      const int sl = int(q & 1);
+      conv = conv0 + sl * (Lay::kConv / 4);
+      xs = xs0 + sl * (Lay::kXs / 4);
+      yx = yx0 + sl * (Lay::kYx / 4);
+    }
+  };
   // Lane (cl, p): channels c0 + cl·K + k (k < K), states p·S ... p·S + S − 1 of each.
   const int cl = lane / P, p = lane % P;
   const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + cl * K;
@@ -580,7 +625,7 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
     }
   }
   const auto write_final = [&] {
-    if (a.final_state)
+    if (a.final_state && math)
 #pragma unroll
       for (int k = 0; k < K; ++k)
 #pragma unroll
@@ -667,8 +712,8 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
   };
 
   // Chunk q's J steps of each channel, from un / dn: Δ·log2 e and Δ·u to xs, D·u to yq.
-  float* const xd = xs + cl * K * R + p * J;  // channel k: + k·R; Δ·u G·R on
   const auto prep = [&](std::int64_t q, float (&yq)[K][J]) {
+    float* const xd = xs + cl * K * R + p * J;  // channel k: + k·R; Δ·u G·R on
     const int valid = int(std::clamp<std::int64_t>(len - (q * Tc + p * J), 0, J));
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -689,29 +734,8 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
     }
   };
 
-  stage(0);
-  cp_async_commit();
-  fetch(0, un, dn, zn);
-#pragma unroll 1
-  for (std::int64_t q = 0; q < nchunks; ++q) {
-    const std::int64_t tq = q * Tc + p * J;
-    const int valid = int(std::clamp<std::int64_t>(len - tq, 0, J));
-    float yo[K][J];  // chunk q's D·u, then its output
-    Run<T, J> zc[K];
-    prep(q, yo);  // while chunk q's copies land
-#pragma unroll
-    for (int k = 0; k < K; ++k) zc[k] = zn[k];
-    if (q + 1 < nchunks) {
-      fetch(q + 1, un, dn, zn);
-      stage(q + 1);
-    }
-    cp_async_commit();
-    cp_async_wait_group1();  // chunk q's pieces (this lane's) have landed; the warp's after the sync
-    __syncwarp();
-    if constexpr (k16) {
-      widen(q);
-      __syncwarp();
-    }
+  // Chunk q's steps over xs and the staged B, C: the lane's partial y to yx.
+  const auto steps = [&](std::int64_t q) {
     const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + (q & 1) * Lay::kStage) +
                               Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
     const unsigned char* Cq = Bq + Lay::f32_row(n);
@@ -741,7 +765,6 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
           }
       }
     }
-    // y of each step summed over the channel's P lanes: lane p ends with steps p·J ... p·J + J − 1.
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       float4* mine = reinterpret_cast<float4*>(yx + (lane * K + k) * R);
@@ -749,26 +772,140 @@ __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_s
       for (int m = 0; m < Tc / 4; ++m)
         mine[m] = make_float4(y[k][4 * m], y[k][4 * m + 1], y[k][4 * m + 2], y[k][4 * m + 3]);
     }
-    __syncwarp();
+  };
+  // Chunk q's outputs: y of each step summed over the channel's P lanes (lane p: steps p·J ...
+  // p·J + J − 1), plus D·u (in yo), gated, stored.
+  const auto finish = [&](std::int64_t q, float (&yo)[K][J], const float (&zf)[K][J]) {
+    const std::int64_t tq = q * Tc + p * J;
+    const int valid = int(std::clamp<std::int64_t>(len - tq, 0, J));
 #pragma unroll
     for (int k = 0; k < K; ++k) {
 #pragma unroll
-      for (int pp = 0; pp < P; ++pp) {
-        add_f32<J>(yx + ((cl * P + pp) * K + k) * R + p * J, yo[k]);
-      }
+      for (int pp = 0; pp < P; ++pp) add_f32<J>(yx + ((cl * P + pp) * K + k) * R + p * J, yo[k]);
       if (z_row) {
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-          const float z = to_f32(zc[k].v[j]);
-          yo[k][j] *= __fdividef(z, 1.0f + ex2(-z * kLog2e));
-        }
+        for (int j = 0; j < J; ++j) yo[k][j] *= __fdividef(zf[k][j], 1.0f + ex2(-zf[k][j] * kLog2e));
       }
       store_run<T, J>(out_row + k * a.out_stride[1] + tq, valid, yo[k]);
     }
-    __syncwarp();  // yx and xs are rewritten by the next chunk
+  };
+  const auto z_of = [&](float (&zf)[K][J]) {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < J; ++j) zf[k][j] = z_row ? to_f32(zn[k].v[j]) : 0.0f;
+  };
+
+  if constexpr (kSpec) {
+    static_assert(K == 1);
+    // mbarriers full[2] (helper → math: slot ready) and done[2] (math → helper: slot free), 32
+    // arrivals a phase; chunk q uses slot q & 1 for the (q / 2)-th time: phase parity (q / 2) & 1.
+    const unsigned bars = static_cast<unsigned>(__cvta_generic_to_shared(stage0 + Lay::spec_bytes - 32));
+    const auto full = [&](std::int64_t q) { return bars + unsigned(q & 1) * 8u; };
+    const auto done = [&](std::int64_t q) { return bars + 16u + unsigned(q & 1) * 8u; };
+    const auto parity = [](std::int64_t q) { return unsigned((q >> 1) & 1); };
+    if (!math && lane == 0)
+      for (int i = 0; i < 4; ++i) mbar_init(bars + 8u * unsigned(i), 32);
+    asm volatile("bar.sync %0, 64;" ::"r"(pr + 1) : "memory");  // the pair: barriers initialised
+    if (math) {  // the step loop only
+#pragma unroll 1
+      for (std::int64_t q = 0; q < nchunks; ++q) {
+        use_slot(q);
+        mbar_wait(full(q), parity(q));
+        steps(q);
+        mbar_arrive(done(q));
+      }
+      write_final();
+      return;
+    }
+    // Helper: chunks 0 and 1 prepared, then per chunk q: finish it, prepare chunk q + 2 in its slot.
+    // D·u and z of a chunk wait in the slot's dz (lane-private).
+    const auto dz_of = [&](std::int64_t q) { return dz + int(q & 1) * (2 * 32 * J) + lane * J; };
+    const auto produce = [&](std::int64_t q, bool staged) {  // u, Δ, z of q in un / dn / zn
+      use_slot(q);
+      if (!staged) {
+        stage(q);
+        cp_async_commit();
+      }
+      float yq[K][J], zf[K][J];
+      prep(q, yq);
+      z_of(zf);
+      float* d = dz_of(q);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        d[j] = yq[0][j];
+        d[32 * J + j] = zf[0][j];
+      }
+    };
+    const auto publish = [&](std::int64_t q) {
+      cp_async_wait_all();
+      __syncwarp();
+      if constexpr (k16) {
+        widen(q);
+        __syncwarp();
+      }
+      mbar_arrive(full(q));
+    };
+    for (std::int64_t q = 0; q < 2 && q < nchunks; ++q) {
+      fetch(q, un, dn, zn);
+      produce(q, false);
+      publish(q);
+    }
+    if (nchunks > 2) fetch(2, un, dn, zn);
+#pragma unroll 1
+    for (std::int64_t q = 0; q < nchunks; ++q) {
+      mbar_wait(done(q), parity(q));  // the math warp is done with chunk q and its slot
+      const bool next = q + 2 < nchunks;
+      use_slot(q + 2);
+      if (next) {
+        stage(q + 2);
+        cp_async_commit();
+      }
+      use_slot(q);
+      float yo[K][J], zf[K][J];
+      const float* d = dz_of(q);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        yo[0][j] = d[j];
+        zf[0][j] = d[32 * J + j];
+      }
+      finish(q, yo, zf);
+      if (next) {
+        produce(q + 2, true);
+        if (q + 3 < nchunks) fetch(q + 3, un, dn, zn);
+        publish(q + 2);
+      }
+    }
+    cp_async_wait_all();
+    return;
+  } else {
+    stage(0);
+    cp_async_commit();
+    fetch(0, un, dn, zn);
+#pragma unroll 1
+    for (std::int64_t q = 0; q < nchunks; ++q) {
+      float yo[K][J], zf[K][J];  // chunk q's D·u (then its output) and z
+      prep(q, yo);               // while chunk q's copies land
+      z_of(zf);
+      if (q + 1 < nchunks) {
+        fetch(q + 1, un, dn, zn);
+        stage(q + 1);
+      }
+      cp_async_commit();
+      cp_async_wait_group1();  // chunk q's pieces (this lane's) have landed; the warp's after the sync
+      __syncwarp();
+      if constexpr (k16) {
+        widen(q);
+        __syncwarp();
+      }
+      steps(q);
+      __syncwarp();
+      finish(q, yo, zf);
+      __syncwarp();  // yx and xs are rewritten by the next chunk
+    }
+    write_final();
+    cp_async_wait_all();
   }
-  write_final();
-  cp_async_wait_all();
 }
 
 // ---- one decoding step -------------------------------------------------------------------------
@@ -963,49 +1100,58 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 
 // Version 6's launch, for input-dependent B and C with n ∈ {16, 32, 64} (the other cases run
 // version 5): P = 4 lanes per channel (8 channels a warp) when that gives at least ~4 warps per
-// SM, else P = 8 (4 channels a warp, twice the warps, half the states each); Tc = 32 steps per
-// chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
+// SM; below that (b1 d4096) the warp-specialised form, each stepping warp paired with a helper
+// that prepares and finishes its chunks (0.096 ms against 0.114 for the plain form at P = 8, which
+// this case ran before; at b8 d2048 the plain form wins, 0.591 against 0.681). Tc = 32 steps
+// per chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
 // {8, 4, 2, 1}: see launch_seq. The H200 sweep
 // (docs/perf/selective_scan.md, session 10): b1 d4096 n16 0.120 ms
 // at P = 8 against 0.163 at P = 4; b8 d2048 n16 0.622 at P = 4 against 0.798 at P = 8; b4 d1536 n64
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
 // 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
-// SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p4 / =p8 force P.
+// SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p4 / =p8 force the plain form with that P; =spec the
+// warp-specialised form.
 int seq_choice() {
   const char* e = std::getenv("SIXFOLD_SSCAN_KERNEL");
   if (!e) return 0;
   if (!std::strcmp(e, "v5")) return -1;
   if (!std::strcmp(e, "p4")) return 4;
   if (!std::strcmp(e, "p8")) return 8;
+  if (!std::strcmp(e, "spec")) return 2;  // warp-specialised (P = 4 where the group allows)
   return 0;
 }
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool kSpec = false>
 void launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
-  constexpr int bytes = SeqLayout<T, Cfg>::bytes;
+  // kSpec: "warps" below are pairs (a math and a helper warp, bytes each pair), blocks of w pairs.
+  constexpr int bytes = kSpec ? SeqLayout<T, Cfg>::spec_bytes : SeqLayout<T, Cfg>::bytes, kPer = kSpec ? 64 : 32;
   constexpr std::size_t kOptIn = 227 * 1024;  // Hopper's opt-in limit per block
-  const auto kernel = selective_scan_seq<T, Cfg>;
+  const auto kernel = selective_scan_seq<T, Cfg, kSpec>;
   static bool opted[64] = {};
   if (device < 64 && !opted[device]) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kOptIn)), kWhere);
     opted[device] = true;
   }
-  // W: the fewest warps on the busiest SM, ceil(blocks / SMs)·W (blocks are dealt out evenly; the
-  // larger W on ties), among the W whose blocks fit an SM at all (registers and shared memory).
+  // W: the fewest rounds of resident blocks, then the fewest warps on the busiest SM,
+  // ceil(blocks / SMs)·W (blocks are dealt out evenly; the larger W on ties), among the W whose
+  // blocks fit an SM at all (registers and shared memory, from the runtime).
   const std::int64_t warps = a.batch * (a.d / Cfg::G), sms = sm_count(device);
   static int fits[64][4] = {};  // [device][log2 W]: blocks an SM holds, 0 until asked
   int w_best = 0;
   std::int64_t best = 0;
-  for (int lw = 3; lw >= 0; --lw) {
+  for (int lw = kSpec ? 2 : 3; lw >= 0; --lw) {
     const int w = 1 << lw;
     if (std::size_t(w) * bytes > kOptIn) continue;
     int fit = device < 64 ? fits[device][lw] : 0;
     if (!fit) {
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, w * 32, std::size_t(w) * bytes), kWhere);
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, w * kPer, std::size_t(w) * bytes), kWhere);
       if (device < 64) fits[device][lw] = fit;
     }
     if (fit < 1) continue;
-    const std::int64_t blocks = (warps + w - 1) / w, cost = (blocks + sms - 1) / sms * w;
+    // Rounds of resident blocks first (a warp's speed hardly depends on how many share its SM),
+    // then the warps on the busiest SM.
+    const std::int64_t blocks = (warps + w - 1) / w, rounds = (blocks + sms * fit - 1) / (sms * fit);
+    const std::int64_t cost = rounds * 4096 + (blocks + sms - 1) / sms * w;
     if (!w_best || cost < best) {
       best = cost;
       w_best = w;
@@ -1014,7 +1160,7 @@ void launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
   if (!w_best) throw_error(kWhere, "no block of this kernel fits an SM");
   const std::int64_t blocks = (warps + w_best - 1) / w_best;
   if (blocks > 0x7fffffff) throw_error(kWhere, "too many (batch, channel) warps for one launch");
-  kernel<<<unsigned(blocks), unsigned(w_best * 32), std::size_t(w_best) * bytes, stream>>>(a, warps);
+  kernel<<<unsigned(blocks), unsigned(w_best * kPer), std::size_t(w_best) * bytes, stream>>>(a, warps);
   check_cuda(cudaGetLastError(), kWhere);
 }
 
@@ -1023,6 +1169,12 @@ bool launch_seq_n(const SelectiveScanArgs& a, int device, cudaStream_t stream, i
   constexpr int kTc4 = S4 >= 8 ? 16 : 32;  // (S = 8 at Tc = 32 spills)
   const std::int64_t per_group = a.d / a.groups;
   const bool wide = a.batch * a.d / 8 >= 4 * std::int64_t(sm_count(device));
+  if (choice == 2 || (choice == 0 && !wide)) {  // warp-specialised
+    if (per_group % 8 == 0) launch_seq<T, SeqConfig<S4, 4, kTc4, 1>, true>(a, device, stream);
+    else if (per_group % 4 == 0) launch_seq<T, SeqConfig<S8, 8, 32, 1>, true>(a, device, stream);
+    else return false;
+    return true;
+  }
   if (choice != 8 && (wide || choice == 4) && per_group % 8 == 0)
     launch_seq<T, SeqConfig<S4, 4, kTc4, 1>>(a, device, stream);
   else if (choice != 4 && per_group % 4 == 0)
