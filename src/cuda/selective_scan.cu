@@ -561,9 +561,10 @@ __device__ __forceinline__ void add_f32(const float* src, float (&acc)[J]) {
 // kSpec, the warp-specialised form: warps come in pairs over the same channels. The math warp
 // only steps through chunks (FMUL, ex2, FMUL, two FFMA per (step, state)), and its helper
 // prepares chunks two ahead (u/Δ/z loads, softplus, B/C staging) and finishes them (the lanes'
-// y sums, gate, store). They hand over through two slots of shared memory and four named
-// barriers per pair (full[slot]: helper → math, done[slot]: math → helper), so a scheduler's
-// SFU-bound step loop never waits on the ALU-bound chunk ends. It pays where there are few
+// y sums, gate, store). They hand over through two slots of shared memory and four mbarriers
+// per pair (full[slot]: helper → math, done[slot]: math → helper), so a scheduler's SFU-bound
+// step loop never waits on the ALU-bound chunk ends. (Named barriers, bar.arrive / bar.sync, were
+// as fast, but racecheck flagged the handoff; with mbarriers it reports nothing.) It pays where there are few
 // warps (one stepping warp per scheduler); with many, the plain form's own overlap is enough.
 template <class T, class Cfg, bool kSpec = false>
 __global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
