@@ -257,7 +257,7 @@ std::vector<Case> cases() {
   for (std::int64_t len : {1, 7, 31, 33, 2047, 2048, 2049, 16384})
     for (std::int64_t n : {16, 32, 64}) {
       if (small && len > 2049) continue;
-      Case c; c.len = len; c.n = n; c.d = 8; c.batch = len >= 2047 ? 1 : 2; c.init = len % 2 == 1;
+      Case c; c.len = len; c.n = n; c.d = n == 16 ? 16 : 8; c.batch = len >= 2047 ? 1 : 2; c.init = len % 2 == 1;
       all.push_back(c);
     }
   for (DType t : {DType::bf16, DType::f16, DType::f32}) {
@@ -320,14 +320,15 @@ TEST(SelectiveScanCuda, WideLaunchShapesMatchReference) {
   else unsetenv("SIXFOLD_SSCAN_CW");
 }
 
-// Version 6 takes the input-dependent cases with n ∈ {16, 32, 64} and picks 4 or 8 lanes per
-// channel by size (the small shapes above always get 8 at n = 16): SIXFOLD_SSCAN_KERNEL forces
-// each choice, and version 5 (which keeps the other cases) on all of them.
+// Version 6 takes the input-dependent cases with n ∈ {16, 32, 64}: a plain form at 2 (n = 16),
+// 4 or 8 lanes per channel, or a warp-specialised form, by size (the small shapes above always
+// get the specialised one): SIXFOLD_SSCAN_KERNEL forces each choice, and version 5 (which keeps
+// the other cases) on all of them.
 TEST(SelectiveScanCuda, KernelVersionsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
   const char* old = std::getenv("SIXFOLD_SSCAN_KERNEL");
   const std::string saved = old ? old : "";
-  for (const char* v : {"v5", "p4", "p8", "spec"}) {
+  for (const char* v : {"v5", "p2", "p4", "p8", "spec"}) {
     SCOPED_TRACE(std::string("SIXFOLD_SSCAN_KERNEL=") + v);
     setenv("SIXFOLD_SSCAN_KERNEL", v, 1);
     for (const Case& c : cases()) run_case(c, Device::cuda(0));

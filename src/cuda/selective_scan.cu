@@ -1100,8 +1100,9 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 }
 
 // Version 6's launch, for input-dependent B and C with n ∈ {16, 32, 64} (the other cases run
-// version 5): P = 4 lanes per channel (8 channels a warp) when that gives at least ~4 warps per
-// SM; below that (b1 d4096) the warp-specialised form, each stepping warp paired with a helper
+// version 5): at n = 16, P = 2 lanes per channel (16 channels a warp, 16-step chunks) when that
+// gives at least ~4 warps per SM (b8 d2048: 0.559 ms against 0.591 at P = 4); otherwise P = 4
+// lanes per channel (8 channels a warp) when that gives at least ~4 warps per SM; below that (b1 d4096) the warp-specialised form, each stepping warp paired with a helper
 // that prepares and finishes its chunks (0.096 ms against 0.114 for the plain form at P = 8, which
 // this case ran before; at b8 d2048 the plain form wins, 0.591 against 0.681). Tc = 32 steps
 // per chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
@@ -1110,8 +1111,8 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 // at P = 8 against 0.163 at P = 4; b8 d2048 n16 0.622 at P = 4 against 0.798 at P = 8; b4 d1536 n64
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
 // 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
-// SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p4 / =p8 force the plain form with that P; =spec the
-// warp-specialised form.
+// SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p2 (n = 16) / =p4 / =p8 force the plain form with that
+// P; =spec the warp-specialised form.
 int seq_choice() {
   const char* e = std::getenv("SIXFOLD_SSCAN_KERNEL");
   if (!e) return 0;
@@ -1119,6 +1120,7 @@ int seq_choice() {
   if (!std::strcmp(e, "p4")) return 4;
   if (!std::strcmp(e, "p8")) return 8;
   if (!std::strcmp(e, "spec")) return 2;  // warp-specialised (P = 4 where the group allows)
+  if (!std::strcmp(e, "p2")) return 6;
   return 0;
 }
 
@@ -1170,6 +1172,13 @@ bool launch_seq_n(const SelectiveScanArgs& a, int device, cudaStream_t stream, i
   constexpr int kTc4 = S4 >= 8 ? 16 : 32;  // (S = 8 at Tc = 32 spills)
   const std::int64_t per_group = a.d / a.groups;
   const bool wide = a.batch * a.d / 8 >= 4 * std::int64_t(sm_count(device));
+  if constexpr (S4 == 4) {  // n = 16: P = 2 (8 states a lane, 16-step chunks) where it still fills the SMs
+    const bool wide2 = a.batch * a.d / 16 >= 4 * std::int64_t(sm_count(device));
+    if ((choice == 6 || (choice == 0 && wide2)) && per_group % 16 == 0) {
+      launch_seq<T, SeqConfig<8, 2, 16, 1>>(a, device, stream);
+      return true;
+    }
+  }
   if (choice == 2 || (choice == 0 && !wide)) {  // warp-specialised
     if (per_group % 8 == 0) launch_seq<T, SeqConfig<S4, 4, kTc4, 1>, true>(a, device, stream);
     else if (per_group % 4 == 0) launch_seq<T, SeqConfig<S8, 8, 32, 1>, true>(a, device, stream);
