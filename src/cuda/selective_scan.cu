@@ -35,8 +35,9 @@
 // sequences need no special path.
 // Where the time goes (H200, v5): 27-39% of the exp/bandwidth roofline; the kernel is bound by
 // instruction issue (~12 per (element, state) against the ≤ 8 an SFU-bound kernel may spend),
-// not by the SFU or DRAM (v6: 28-49%, ~9.6 per (element, state) at n = 16, issue 50%). The round is kept lean on purpose: no index arithmetic (running
-// pointers), the scan width a template parameter, the per-chunk values pinned in registers.
+// not by the SFU or DRAM (v6: 34-49%, ~9.6 per (element, state) at n = 16, issue ~50%). The
+// round is kept lean on purpose: no index arithmetic (running pointers), the scan width a
+// template parameter, the per-chunk values pinned in registers.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -431,6 +432,9 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
 // chunk), u, Δ and z are loaded into registers one chunk ahead, so the only synchronisation is
 // __syncwarp and warps never wait on each other. Per chunk a lane also prepares Tc / P steps of
 // its channel (softplus, Δ·log2 e, Δ·u, D·u) and finishes them (the lanes' y summed, gate, store).
+// S states a lane, P lanes a channel, Tc steps a chunk; K channels a lane (K = 2, to read B and C
+// once for two channels, measured slower: spills) and kMinBlocks (a register cap) stay 1 in the
+// launches (docs/perf/selective_scan.md, session 10).
 template <int S_, int P_, int Tc_, int K_ = 1, int kMinBlocks_ = 1>
 struct SeqConfig {
   static constexpr int S = S_, P = P_, Tc = Tc_, K = K_, n = S_ * P_, G = K_ * 32 / P_, J = Tc_ / P_;
@@ -563,11 +567,13 @@ __device__ __forceinline__ void add_f32(const float* src, float (&acc)[J]) {
 // prepares chunks two ahead (u/Δ/z loads, softplus, B/C staging) and finishes them (the lanes'
 // y sums, gate, store). They hand over through two slots of shared memory and four mbarriers
 // per pair (full[slot]: helper → math, done[slot]: math → helper), so a scheduler's SFU-bound
-// step loop never waits on the ALU-bound chunk ends. (Named barriers, bar.arrive / bar.sync, were
-// as fast, but racecheck flagged the handoff; with mbarriers it reports nothing.) It pays where there are few
-// warps (one stepping warp per scheduler); with many, the plain form's own overlap is enough.
+// step loop never waits on the ALU-bound chunk ends. (Named barriers, bar.arrive / bar.sync,
+// were as fast, but racecheck flagged the handoff; with mbarriers it reports nothing.) It pays
+// where there are few warps (one stepping warp per scheduler); with many, the plain form's own
+// overlap is enough.
 template <class T, class Cfg, bool kSpec = false>
-__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks) selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
+__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks)
+selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   using Lay = SeqLayout<T, Cfg>;
   constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, K = Cfg::K, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
   constexpr bool k16 = Lay::k16;
@@ -1102,12 +1108,12 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 // Version 6's launch, for input-dependent B and C with n ∈ {16, 32, 64} (the other cases run
 // version 5): at n = 16, P = 2 lanes per channel (16 channels a warp, 16-step chunks) when that
 // gives at least ~4 warps per SM (b8 d2048: 0.559 ms against 0.591 at P = 4); otherwise P = 4
-// lanes per channel (8 channels a warp) when that gives at least ~4 warps per SM; below that (b1 d4096) the warp-specialised form, each stepping warp paired with a helper
-// that prepares and finishes its chunks (0.096 ms against 0.114 for the plain form at P = 8, which
-// this case ran before; at b8 d2048 the plain form wins, 0.591 against 0.681). Tc = 32 steps
-// per chunk (16 when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from
-// {8, 4, 2, 1}: see launch_seq. The H200 sweep
-// (docs/perf/selective_scan.md, session 10): b1 d4096 n16 0.120 ms
+// lanes per channel (8 channels a warp) when that gives at least ~4 warps per SM; below that
+// (b1 d4096) the warp-specialised form, each stepping warp paired with a helper that prepares
+// and finishes its chunks (0.096 ms against 0.114 for the plain form at P = 8, which this case
+// ran before; at b8 d2048 the plain form wins, 0.591 against 0.681). Tc = 32 steps per chunk (16
+// when S ≥ 8: more spills). W (warps per block; blocks never synchronise) from {8, 4, 2, 1}: see
+// launch_seq. The H200 sweep (docs/perf/selective_scan.md, session 10): b1 d4096 n16 0.120 ms
 // at P = 8 against 0.163 at P = 4; b8 d2048 n16 0.622 at P = 4 against 0.798 at P = 8; b4 d1536 n64
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
 // 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
