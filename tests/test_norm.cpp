@@ -222,6 +222,41 @@ TEST(Norm, BadInputIsRejectedAndNothingWritten) {
   for (float v : y) ASSERT_TRUE(std::isnan(v));
 }
 
+// bf16 outputs in the subnormal range are rounded like every other value, not flushed to zero
+// (the CPU's own f32 → bf16 conversion, AVX512-BF16's vcvtne2ps2bf16, flushes them: a kernel
+// that uses it must fall back for such chunks). CPU only: the CUDA kernels' ex2.approx.ftz
+// flushes subnormal exponentials, as the GPU's other softmax kernels do.
+TEST(Norm, CpuBf16SubnormalOutputsAreNotFlushed) {
+  const std::int64_t rows = 3, n = 100;  // a 64-byte body of two 32-element chunks and a tail
+  std::vector<double> x(static_cast<std::size_t>(rows * n)), w(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < n; ++i)  // e^x from 1.6e-38 (normal) down to 3e-40
+      x[std::size_t(r * n + i)] = i == r ? 0.0 : -87.0 - 0.5 * double((i * 7 + r) % 9);
+  for (std::int64_t i = 0; i < n; ++i) w[std::size_t(i)] = std::ldexp(1.0 + double(i % 4), -131);
+  const auto xb = encode(DType::bf16, x, rows, n, n), wb = encode(DType::bf16, w, 1, n, n);
+  const auto xq = decode(DType::bf16, xb, rows, n, n), wq = decode(DType::bf16, wb, 1, n, n);
+  auto xs = xb, wsb = wb;
+  const TensorView tx = TensorView::contiguous(xs.data(), DType::bf16, {rows, n});
+  const TensorView tw = TensorView::contiguous(wsb.data(), DType::bf16, {n});
+  for (NormKind k : {NormKind::softmax, NormKind::rms}) {
+    SCOPED_TRACE(k == NormKind::softmax ? "softmax" : "rms");
+    std::vector<std::uint8_t> ob(xb.size(), 0xff);
+    const TensorView to = TensorView::contiguous(ob.data(), DType::bf16, {rows, n});
+    if (k == NormKind::softmax) softmax(tx, to);
+    else rms_norm(tx, tw, to, {1e-5f});
+    const auto out = decode(DType::bf16, ob, rows, n, n);
+    const auto ref = reference::norm(k, xq, rows, n, k == NormKind::rms ? wq : std::vector<double>{}, {}, 1e-5f);
+    int subnormal = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const double want = round_to(DType::bf16, ref[i]);
+      if (want != 0 && std::fabs(want) < 0x1p-126) ++subnormal;
+      // one bf16 subnormal ulp (2^-133), and the relative error of a normal result
+      ASSERT_LE(std::fabs(out[i] - want), 0x1p-133 + 1e-2 * std::fabs(want)) << i << " got " << out[i] << " want " << want;
+    }
+    EXPECT_GT(subnormal, 100);  // the case does reach the range it is about
+  }
+}
+
 TEST(Norm, LeadingDimensionsCollapseIgnoringSizeOneStrides) {
   const std::int64_t n = 37;
   std::vector<float> x(3 * 2 * n), y3(3 * n, NAN), y2(3 * n, NAN);
