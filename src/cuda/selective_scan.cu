@@ -432,13 +432,13 @@ selective_scan_warps(SelectiveScanArgs a, Shape sh) {
 // chunk), u, Δ and z are loaded into registers one chunk ahead, so the only synchronisation is
 // __syncwarp and warps never wait on each other. Per chunk a lane also prepares Tc / P steps of
 // its channel (softplus, Δ·log2 e, Δ·u, D·u) and finishes them (the lanes' y summed, gate, store).
-// S states a lane, P lanes a channel, Tc steps a chunk; K channels a lane (K = 2, to read B and C
-// once for two channels, measured slower: spills) and kMinBlocks (a register cap) stay 1 in the
-// launches (docs/perf/selective_scan.md, session 10).
-template <int S_, int P_, int Tc_, int K_ = 1, int kMinBlocks_ = 1>
+// S states a lane, P lanes a channel, Tc steps a chunk. (Two channels a lane, to read B and C once
+// for both, and a register cap for more warps per SM were measured slower, with spills:
+// docs/perf/selective_scan.md, session 10. The explicit minimum of 1 block in __launch_bounds__
+// is kept: without it nvcc allocates the registers of the v6 kernels differently.)
+template <int S_, int P_, int Tc_>
 struct SeqConfig {
-  static constexpr int S = S_, P = P_, Tc = Tc_, K = K_, n = S_ * P_, G = K_ * 32 / P_, J = Tc_ / P_;
-  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int S = S_, P = P_, Tc = Tc_, n = S_ * P_, G = 32 / P_, J = Tc_ / P_;
   static_assert(J % 2 == 0 && Tc % 8 == 0 && 32 % P == 0);
 };
 
@@ -455,7 +455,7 @@ struct SeqLayout {
   static constexpr int kStage = k16 ? 2 * Cfg::n * kRawRow : kF32;           // a chunk's B and C as copied
   static constexpr int kConv = k16 ? kF32 : 0;                               // 16-bit: widened
   static constexpr int kXs = 2 * Cfg::G * kRow * 4;                          // Δ·log2 e and Δ·u per channel
-  static constexpr int kYx = 32 * Cfg::K * kRow * 4;                        // each lane's partial y
+  static constexpr int kYx = 32 * kRow * 4;                                 // each lane's partial y
   static constexpr int bytes = 2 * kStage + kConv + kXs + kYx;
   // Warp-specialised (kSpec): per pair of warps, two slots of everything, plus D·u and z per lane.
   static constexpr int kDz = 2 * 32 * Cfg::J * 4;
@@ -572,10 +572,10 @@ __device__ __forceinline__ void add_f32(const float* src, float (&acc)[J]) {
 // where there are few warps (one stepping warp per scheduler); with many, the plain form's own
 // overlap is enough.
 template <class T, class Cfg, bool kSpec = false>
-__global__ void __launch_bounds__(kMaxThreads, Cfg::kMinBlocks)
+__global__ void __launch_bounds__(kMaxThreads, 1)
 selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   using Lay = SeqLayout<T, Cfg>;
-  constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, K = Cfg::K, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
+  constexpr int S = Cfg::S, P = Cfg::P, Tc = Cfg::Tc, n = Cfg::n, G = Cfg::G, J = Cfg::J, R = Lay::kRow;
   constexpr bool k16 = Lay::k16;
   constexpr int E = 16 / int(sizeof(T)), kPieces = Tc / E;  // values per 16-byte piece, pieces per row
   constexpr float kLog2e = 1.4426950408889634f;
@@ -604,9 +604,9 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       yx = yx0 + sl * (Lay::kYx / 4);
     }
   };
-  // Lane (cl, p): channels c0 + cl·K + k (k < K), states p·S ... p·S + S − 1 of each.
+  // Lane (cl, p): channel c0 + cl, states p·S ... p·S + S − 1.
   const int cl = lane / P, p = lane % P;
-  const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + cl * K;
+  const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + cl;
   const std::int64_t g = c0 / (a.d / a.groups);  // the warp's B/C group (G divides d / groups)
   std::int64_t start = 0, len = a.len;
   if (a.cu_seqlens) {
@@ -620,23 +620,17 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   T* out_row = static_cast<T*>(a.out) + b * a.out_stride[0] + c * a.out_stride[1] + start;
   const T* B_rows = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1] + start;
   const T* C_rows = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1] + start;
-  float bias[K], Dv[K], Ar[K][S], h[K][S];
+  const float bias = a.delta_bias ? a.delta_bias[c] : 0.0f, Dv = a.D ? a.D[c] : 0.0f;
+  float Ar[S], h[S];
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    bias[k] = a.delta_bias ? a.delta_bias[c + k] : 0.0f;
-    Dv[k] = a.D ? a.D[c + k] : 0.0f;
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
-      Ar[k][i] = a.A[(c + k) * n + p * S + i];
-      h[k][i] = a.initial_state ? a.initial_state[(b * a.d + c + k) * n + p * S + i] : 0.0f;
-    }
+  for (int i = 0; i < S; ++i) {
+    Ar[i] = a.A[c * n + p * S + i];
+    h[i] = a.initial_state ? a.initial_state[(b * a.d + c) * n + p * S + i] : 0.0f;
   }
   const auto write_final = [&] {
     if (a.final_state && math)
 #pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int i = 0; i < S; ++i) a.final_state[(b * a.d + c + k) * n + p * S + i] = h[k][i];
+      for (int i = 0; i < S; ++i) a.final_state[(b * a.d + c) * n + p * S + i] = h[i];
   };
   if (len <= 0) {
     write_final();
@@ -706,39 +700,35 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       dst[1] = make_float4(to_f32(e[4]), to_f32(e[5]), to_f32(e[6]), to_f32(e[7]));
     }
   };
-  Run<T, J> un[K], dn[K], zn[K];  // the next chunk's u, Δ, z: this lane's J steps of each channel
-  const auto fetch = [&](std::int64_t q, Run<T, J>(&ur)[K], Run<T, J>(&dr)[K], Run<T, J>(&zr)[K]) {
+  // Of the J steps from step t (a lane's share of a chunk), how many are in the sequence.
+  const auto valid_at = [&](std::int64_t t) { return int(std::clamp<std::int64_t>(len - t, 0, J)); };
+  Run<T, J> un, dn, zn;  // the next chunk's u, Δ, z: this lane's J steps of its channel
+  const auto fetch = [&](std::int64_t q) {
     const std::int64_t t = q * Tc + p * J;
-    const int valid = int(std::clamp<std::int64_t>(len - t, 0, J));
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      load_run<T, J>(u_row + k * a.u_stride[1] + t, valid, ur[k]);
-      load_run<T, J>(dt_row + k * a.delta_stride[1] + t, valid, dr[k]);
-      if (z_row) load_run<T, J>(z_row + k * a.z_stride[1] + t, valid, zr[k]);
-    }
+    const int valid = valid_at(t);
+    load_run<T, J>(u_row + t, valid, un);
+    load_run<T, J>(dt_row + t, valid, dn);
+    if (z_row) load_run<T, J>(z_row + t, valid, zn);
   };
 
-  // Chunk q's J steps of each channel, from un / dn: Δ·log2 e and Δ·u to xs, D·u to yq.
-  const auto prep = [&](std::int64_t q, float (&yq)[K][J]) {
-    float* const xd = xs + cl * K * R + p * J;  // channel k: + k·R; Δ·u G·R on
-    const int valid = int(std::clamp<std::int64_t>(len - (q * Tc + p * J), 0, J));
+  // Chunk q's J steps of the channel, from un / dn: Δ·log2 e and Δ·u to xs, D·u to yq.
+  const auto prep = [&](std::int64_t q, float (&yq)[J]) {
+    float* const xd = xs + cl * R + p * J;  // Δ·log2 e; Δ·u G·R on
+    const int valid = valid_at(q * Tc + p * J);
+    float dl[J], du[J];
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      float dl[J], du[J];
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const float uj = to_f32(un[k].v[j]);
-        float d = to_f32(dn[k].v[j]) + bias[k];
-        const float sp = softplus_fast(d);  // both sides computed: selects, no branch
-        d = a.delta_softplus && d <= 20.0f ? sp : d;
-        d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
-        dl[j] = d * kLog2e;
-        du[j] = d * uj;
-        yq[k][j] = Dv[k] * uj;
-      }
-      store_f32<J>(xd + k * R, dl);
-      store_f32<J>(xd + G * R + k * R, du);
+    for (int j = 0; j < J; ++j) {
+      const float uj = to_f32(un.v[j]);
+      float d = to_f32(dn.v[j]) + bias;
+      const float sp = softplus_fast(d);  // both sides computed: selects, no branch
+      d = a.delta_softplus && d <= 20.0f ? sp : d;
+      d = j < valid ? d : 0.0f;  // past the end: a = 1, b = 0 (identity)
+      dl[j] = d * kLog2e;
+      du[j] = d * uj;
+      yq[j] = Dv * uj;
     }
+    store_f32<J>(xd, dl);
+    store_f32<J>(xd + G * R, du);
   };
 
   // Chunk q's steps over xs and the staged B, C: the lane's partial y to yx.
@@ -746,65 +736,48 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
     const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + (q & 1) * Lay::kStage) +
                               Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
     const unsigned char* Cq = Bq + Lay::f32_row(n);
-    const float4* xl = reinterpret_cast<const float4*>(xs + cl * K * R);
+    const float4* xl = reinterpret_cast<const float4*>(xs + cl * R);
     const float4* xu = xl + G * R / 4;
-    float y[K][Tc];
+    float y[Tc];
 #pragma unroll
     for (int g4 = 0; g4 < Tc / 4; ++g4) {
-      float lv[K][4], uv[K][4];
+      const float4 l4 = xl[g4], u4 = xu[g4];
+      const float lv[4] = {l4.x, l4.y, l4.z, l4.w}, uv[4] = {u4.x, u4.y, u4.z, u4.w};
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        const float4 l4 = xl[k * R / 4 + g4], u4 = xu[k * R / 4 + g4];
-        lv[k][0] = l4.x; lv[k][1] = l4.y; lv[k][2] = l4.z; lv[k][3] = l4.w;
-        uv[k][0] = u4.x; uv[k][1] = u4.y; uv[k][2] = u4.z; uv[k][3] = u4.w;
-      }
-#pragma unroll
-      for (int i = 0; i < S; ++i) {  // B and C of state i, read once for the lane's K channels
+      for (int i = 0; i < S; ++i) {  // B and C of state i
         const float4 b4 = reinterpret_cast<const float4*>(Bq + i * Tc * 4)[g4];
         const float4 c4 = reinterpret_cast<const float4*>(Cq + i * Tc * 4)[g4];
         const float bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk) {
-            h[k][i] = fmaf(ex2(lv[k][kk] * Ar[k][i]), h[k][i], uv[k][kk] * bv[kk]);
-            y[k][4 * g4 + kk] = i == 0 ? h[k][i] * cv[kk] : fmaf(h[k][i], cv[kk], y[k][4 * g4 + kk]);
-          }
+        for (int kk = 0; kk < 4; ++kk) {
+          h[i] = fmaf(ex2(lv[kk] * Ar[i]), h[i], uv[kk] * bv[kk]);
+          y[4 * g4 + kk] = i == 0 ? h[i] * cv[kk] : fmaf(h[i], cv[kk], y[4 * g4 + kk]);
+        }
       }
     }
+    float4* mine = reinterpret_cast<float4*>(yx + lane * R);
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      float4* mine = reinterpret_cast<float4*>(yx + (lane * K + k) * R);
-#pragma unroll
-      for (int m = 0; m < Tc / 4; ++m)
-        mine[m] = make_float4(y[k][4 * m], y[k][4 * m + 1], y[k][4 * m + 2], y[k][4 * m + 3]);
-    }
+    for (int m = 0; m < Tc / 4; ++m) mine[m] = make_float4(y[4 * m], y[4 * m + 1], y[4 * m + 2], y[4 * m + 3]);
   };
   // Chunk q's outputs: y of each step summed over the channel's P lanes (lane p: steps p·J ...
   // p·J + J − 1), plus D·u (in yo), gated, stored.
-  const auto finish = [&](std::int64_t q, float (&yo)[K][J], const float (&zf)[K][J]) {
+  const auto finish = [&](std::int64_t q, float (&yo)[J], const float (&zf)[J]) {
     const std::int64_t tq = q * Tc + p * J;
-    const int valid = int(std::clamp<std::int64_t>(len - tq, 0, J));
+    const int valid = valid_at(tq);
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
+    for (int pp = 0; pp < P; ++pp) add_f32<J>(yx + (cl * P + pp) * R + p * J, yo);
+    if (z_row) {
 #pragma unroll
-      for (int pp = 0; pp < P; ++pp) add_f32<J>(yx + ((cl * P + pp) * K + k) * R + p * J, yo[k]);
-      if (z_row) {
-#pragma unroll
-        for (int j = 0; j < J; ++j) yo[k][j] *= __fdividef(zf[k][j], 1.0f + ex2(-zf[k][j] * kLog2e));
-      }
-      store_run<T, J>(out_row + k * a.out_stride[1] + tq, valid, yo[k]);
+      for (int j = 0; j < J; ++j) yo[j] *= __fdividef(zf[j], 1.0f + ex2(-zf[j] * kLog2e));
     }
+    store_run<T, J>(out_row + tq, valid, yo);
   };
-  const auto z_of = [&](float (&zf)[K][J]) {
+  const auto z_of = [&](float (&zf)[J]) {
 #pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int j = 0; j < J; ++j) zf[k][j] = z_row ? to_f32(zn[k].v[j]) : 0.0f;
+    for (int j = 0; j < J; ++j) zf[j] = z_row ? to_f32(zn.v[j]) : 0.0f;
   };
 
   if constexpr (kSpec) {
-    static_assert(K == 1);
     // mbarriers full[2] (helper → math: slot ready) and done[2] (math → helper: slot free), 32
     // arrivals a phase; chunk q uses slot q & 1 for the (q / 2)-th time: phase parity (q / 2) & 1.
     const unsigned bars = static_cast<unsigned>(__cvta_generic_to_shared(stage0 + Lay::spec_bytes - 32));
@@ -834,14 +807,14 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
         stage(q);
         cp_async_commit();
       }
-      float yq[K][J], zf[K][J];
+      float yq[J], zf[J];
       prep(q, yq);
       z_of(zf);
       float* d = dz_of(q);
 #pragma unroll
       for (int j = 0; j < J; ++j) {
-        d[j] = yq[0][j];
-        d[32 * J + j] = zf[0][j];
+        d[j] = yq[j];
+        d[32 * J + j] = zf[j];
       }
     };
     const auto publish = [&](std::int64_t q) {
@@ -854,32 +827,31 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       mbar_arrive(full(q));
     };
     for (std::int64_t q = 0; q < 2 && q < nchunks; ++q) {
-      fetch(q, un, dn, zn);
+      fetch(q);
       produce(q, false);
       publish(q);
     }
-    if (nchunks > 2) fetch(2, un, dn, zn);
+    if (nchunks > 2) fetch(2);
 #pragma unroll 1
     for (std::int64_t q = 0; q < nchunks; ++q) {
       mbar_wait(done(q), parity(q));  // the math warp is done with chunk q and its slot
       const bool next = q + 2 < nchunks;
-      use_slot(q + 2);
-      if (next) {
+      if (next) {  // stage() finds its slot from q
         stage(q + 2);
         cp_async_commit();
       }
       use_slot(q);
-      float yo[K][J], zf[K][J];
+      float yo[J], zf[J];
       const float* d = dz_of(q);
 #pragma unroll
       for (int j = 0; j < J; ++j) {
-        yo[0][j] = d[j];
-        zf[0][j] = d[32 * J + j];
+        yo[j] = d[j];
+        zf[j] = d[32 * J + j];
       }
       finish(q, yo, zf);
       if (next) {
         produce(q + 2, true);
-        if (q + 3 < nchunks) fetch(q + 3, un, dn, zn);
+        if (q + 3 < nchunks) fetch(q + 3);
         publish(q + 2);
       }
     }
@@ -888,14 +860,14 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   } else {
     stage(0);
     cp_async_commit();
-    fetch(0, un, dn, zn);
+    fetch(0);
 #pragma unroll 1
     for (std::int64_t q = 0; q < nchunks; ++q) {
-      float yo[K][J], zf[K][J];  // chunk q's D·u (then its output) and z
-      prep(q, yo);               // while chunk q's copies land
+      float yo[J], zf[J];  // chunk q's D·u (then its output) and z
+      prep(q, yo);            // while chunk q's copies land
       z_of(zf);
       if (q + 1 < nchunks) {
-        fetch(q + 1, un, dn, zn);
+        fetch(q + 1);
         stage(q + 1);
       }
       cp_async_commit();
@@ -1181,20 +1153,20 @@ bool launch_seq_n(const SelectiveScanArgs& a, int device, cudaStream_t stream, i
   if constexpr (S4 == 4) {  // n = 16: P = 2 (8 states a lane, 16-step chunks) where it still fills the SMs
     const bool wide2 = a.batch * a.d / 16 >= 4 * std::int64_t(sm_count(device));
     if ((choice == 6 || (choice == 0 && wide2)) && per_group % 16 == 0) {
-      launch_seq<T, SeqConfig<8, 2, 16, 1>>(a, device, stream);
+      launch_seq<T, SeqConfig<8, 2, 16>>(a, device, stream);
       return true;
     }
   }
   if (choice == 2 || (choice == 0 && !wide)) {  // warp-specialised
-    if (per_group % 8 == 0) launch_seq<T, SeqConfig<S4, 4, kTc4, 1>, true>(a, device, stream);
-    else if (per_group % 4 == 0) launch_seq<T, SeqConfig<S8, 8, 32, 1>, true>(a, device, stream);
+    if (per_group % 8 == 0) launch_seq<T, SeqConfig<S4, 4, kTc4>, true>(a, device, stream);
+    else if (per_group % 4 == 0) launch_seq<T, SeqConfig<S8, 8, 32>, true>(a, device, stream);
     else return false;
     return true;
   }
   if (choice != 8 && (wide || choice == 4) && per_group % 8 == 0)
-    launch_seq<T, SeqConfig<S4, 4, kTc4, 1>>(a, device, stream);
+    launch_seq<T, SeqConfig<S4, 4, kTc4>>(a, device, stream);
   else if (choice != 4 && per_group % 4 == 0)
-    launch_seq<T, SeqConfig<S8, 8, 32, 1>>(a, device, stream);
+    launch_seq<T, SeqConfig<S8, 8, 32>>(a, device, stream);
   else
     return false;
   return true;
