@@ -396,6 +396,13 @@ std::vector<StepCase> step_cases() {
   // More batch rows than a CUDA grid's y dimension holds (65535).
   c.batch = 70001; c.d = 3; c.n = 4; c.groups = 1;
   all.push_back(c);
+  // State rows of 20 and 24: a last round with fewer packs than a lane holds (CUDA: 1 or 2 lanes
+  // a row hold 4 or 2 packs of 4 states).
+  c.batch = 3; c.d = 40; c.groups = 2;
+  for (std::int64_t n : {20, 24}) {
+    c.n = n;
+    all.push_back(c);
+  }
   return all;
 }
 
@@ -406,6 +413,21 @@ TEST(SelectiveScanCpu, StateUpdateMatchesReference) {
 TEST(SelectiveScanCuda, StateUpdateMatchesReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
   for (const StepCase& c : step_cases()) run_step(c, Device::cuda(0));
+}
+
+// The decoding step with 1 or 4 lanes a (batch, channel) row instead of 2 (SIXFOLD_SSCAN_DECODE;
+// each lane then holds 4 or 1 packs of 4 states instead of 2).
+TEST(SelectiveScanCuda, StateUpdateLaneVariantsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
+  const char* old = std::getenv("SIXFOLD_SSCAN_DECODE");
+  const std::string saved = old ? old : "";
+  for (const char* v : {"1", "4"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_SSCAN_DECODE=") + v);
+    setenv("SIXFOLD_SSCAN_DECODE", v, 1);
+    for (const StepCase& c : step_cases()) run_step(c, Device::cuda(0));
+  }
+  if (old) setenv("SIXFOLD_SSCAN_DECODE", saved.c_str(), 1);
+  else unsetenv("SIXFOLD_SSCAN_DECODE");
 }
 
 // Running a sequence in two halves, passing the final state on, equals running it whole.

@@ -907,12 +907,16 @@ __device__ __forceinline__ void load_pack(const T* p, float (&v)[kVec]) {
   }
 }
 
-// Every load of a row's first pack (state, A, B, C) is issued before x, Δ and softplus, whose
-// results the pack's arithmetic waits for: the state, the bytes that matter, must not queue
-// behind a second round trip (one thread per lane lives for one pack at n = 16, 12 waves of
-// them per call). Row indices in 32 bits when batch·d fits (one division instead of three
-// 64-bit ones).
-template <class T, int kLanes, int kVec, class Index>
+// kLanes lanes a (batch, channel) row, kPacks packs of kVec states a lane. Every load of a lane's
+// first round of packs (state, A, B, C) is issued before x, Δ and softplus, whose results the
+// packs' arithmetic waits for: the state, the bytes that matter, must not queue behind a second
+// round trip (at n = 16 a thread lives for one round, several waves of them per call). Row
+// indices in 32 bits when batch·d fits (one division instead of three 64-bit ones).
+// The kPacks packs of a round are all loaded before any is used: lane l of a row owns the packs at states
+// (l + j·kLanes)·kVec + i·kLanes·kVec·kPacks (j < kPacks, rounds i), so the lanes of a row read
+// consecutive 16-byte pieces. Fewer lanes a row (each with more packs) repeat the row's index,
+// softplus and shuffle work fewer times and keep more rows in flight per SM (launch_step).
+template <class T, int kLanes, int kVec, int kPacks, class Index>
 __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateArgs a) {
   const Index row = Index((std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes);
   const int l = threadIdx.x % kLanes;
@@ -924,13 +928,18 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
   const T* Cp = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1];
   float* h = a.state + std::int64_t(r) * n;
   const float* A = a.A + std::int64_t(c) * n;
+  constexpr int kStride = kLanes * kVec, kRound = kStride * kPacks;  // states between a lane's packs; a round
   const int s0 = l * kVec;
-  float hv[kVec], Av[kVec], Bv[kVec], Cv[kVec];
+  float hv[kPacks][kVec], Av[kPacks][kVec], Bv[kPacks][kVec], Cv[kPacks][kVec];
   const auto load = [&](int s) {
-    load_pack<float, kVec>(h + s, hv);
-    load_pack<float, kVec>(A + s, Av);
-    load_pack<T, kVec>(Bp + s, Bv);
-    load_pack<T, kVec>(Cp + s, Cv);
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j)
+      if (s + j * kStride < n) {
+        load_pack<float, kVec>(h + s + j * kStride, hv[j]);
+        load_pack<float, kVec>(A + s + j * kStride, Av[j]);
+        load_pack<T, kVec>(Bp + s + j * kStride, Bv[j]);
+        load_pack<T, kVec>(Cp + s + j * kStride, Cv[j]);
+      }
   };
   if (ok && s0 < n) load(s0);
   const float x = to_f32(static_cast<const T*>(a.x)[b * a.x_stride[0] + c * a.x_stride[1]]);
@@ -940,15 +949,20 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
   const float dtl = dt * 1.4426950408889634f, dx = dt * x;
   float y = 0.0f;
   if (ok)
-    for (int s = s0; s < n; s += kLanes * kVec) {
+    for (int s = s0; s < n; s += kRound) {
       if (s != s0) load(s);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        hv[i] = ex2(dtl * Av[i]) * hv[i] + dx * Bv[i];
-        y += hv[i] * Cv[i];
+      for (int j = 0; j < kPacks; ++j) {
+        if (s + j * kStride >= n) break;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          hv[j][i] = ex2(dtl * Av[j][i]) * hv[j][i] + dx * Bv[j][i];
+          y += hv[j][i] * Cv[j][i];
+        }
+        float* hs = h + s + j * kStride;
+        if constexpr (kVec == 4) *reinterpret_cast<float4*>(hs) = make_float4(hv[j][0], hv[j][1], hv[j][2], hv[j][3]);
+        else hs[0] = hv[j][0];
       }
-      if constexpr (kVec == 4) *reinterpret_cast<float4*>(h + s) = make_float4(hv[0], hv[1], hv[2], hv[3]);
-      else h[s] = hv[0];
     }
 #pragma unroll
   for (int off = 1; off < kLanes; off <<= 1) y += __shfl_xor_sync(0xffffffffu, y, off);
@@ -1221,14 +1235,32 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
   const bool vec = a.n % 4 == 0 && al(a.state, 16) && al(a.A, 16) && al(a.B, pack) && al(a.C, pack) &&
                    a.B_stride[0] % 4 == 0 && a.B_stride[1] % 4 == 0 && a.C_stride[0] % 4 == 0 &&
                    a.C_stride[1] % 4 == 0;
-  const int lanes = vec ? 4 : 8;
+  // Rows on the 16-byte path get 2 lanes of 2 packs (8 states a lane, per round). H200, f32,
+  // b128 d4096 n16, same process, two rounds (docs/perf/selective_scan.md, session 11): 4 lanes
+  // of 1 pack (48 registers) 0.037-0.040 ms per call, 0.030-0.033 in a CUDA graph; 2 lanes of 2
+  // (63 registers) 0.028-0.030 / 0.024 (73.4% of the memory roofline); 1 lane of 4 (92
+  // registers) 0.037-0.038 / 0.031-0.032; 2 lanes capped at 51 registers 0.039-0.040 / 0.032.
+  // Dev/test hook: SIXFOLD_SSCAN_DECODE=1 or 4 forces that many lanes a row.
+  const char* e = std::getenv("SIXFOLD_SSCAN_DECODE");
+  const int want = e ? std::atoi(e) : 2;
+  const int lanes = vec ? (want == 1 || want == 4 ? want : 2) : 8;
   const std::int64_t threads = a.batch * a.d * lanes;
   const unsigned blocks = unsigned((threads + 255) / 256);
   const bool narrow = a.batch * a.d <= 0x7fffffff;
-  if (vec && narrow) selective_state_update_rows<T, 4, 4, std::uint32_t><<<blocks, 256, 0, s>>>(a);
-  else if (vec) selective_state_update_rows<T, 4, 4, std::int64_t><<<blocks, 256, 0, s>>>(a);
-  else if (narrow) selective_state_update_rows<T, 8, 1, std::uint32_t><<<blocks, 256, 0, s>>>(a);
-  else selective_state_update_rows<T, 8, 1, std::int64_t><<<blocks, 256, 0, s>>>(a);
+  const auto go = [&](auto kernel) { kernel<<<blocks, 256, 0, s>>>(a); };
+  if (!vec) {
+    if (narrow) go(selective_state_update_rows<T, 8, 1, 1, std::uint32_t>);
+    else go(selective_state_update_rows<T, 8, 1, 1, std::int64_t>);
+  } else if (lanes == 1) {
+    if (narrow) go(selective_state_update_rows<T, 1, 4, 4, std::uint32_t>);
+    else go(selective_state_update_rows<T, 1, 4, 4, std::int64_t>);
+  } else if (lanes == 2) {
+    if (narrow) go(selective_state_update_rows<T, 2, 4, 2, std::uint32_t>);
+    else go(selective_state_update_rows<T, 2, 4, 2, std::int64_t>);
+  } else {
+    if (narrow) go(selective_state_update_rows<T, 4, 4, 1, std::uint32_t>);
+    else go(selective_state_update_rows<T, 4, 4, 1, std::int64_t>);
+  }
 }
 
 }  // namespace
