@@ -924,10 +924,12 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
   const bool ok = std::int64_t(row) < a.batch * a.d;
   const Index r = ok ? row : 0, b = r / d, c = r - b * d, g = c / (d / Index(a.groups));
   const int n = int(a.n);
-  const T* Bp = static_cast<const T*>(a.B) + b * a.B_stride[0] + g * a.B_stride[1];
-  const T* Cp = static_cast<const T*>(a.C) + b * a.C_stride[0] + g * a.C_stride[1];
-  float* h = a.state + std::int64_t(r) * n;
-  const float* A = a.A + std::int64_t(c) * n;
+  // Element offsets in Index arithmetic (32-bit when every tensor's offsets fit: launch_step).
+  const auto off = [](Index i, std::int64_t si, Index j, std::int64_t sj) { return i * Index(si) + j * Index(sj); };
+  const T* Bp = static_cast<const T*>(a.B) + off(b, a.B_stride[0], g, a.B_stride[1]);
+  const T* Cp = static_cast<const T*>(a.C) + off(b, a.C_stride[0], g, a.C_stride[1]);
+  float* h = a.state + r * Index(n);
+  const float* A = a.A + c * Index(n);
   constexpr int kStride = kLanes * kVec, kRound = kStride * kPacks;  // states between a lane's packs; a round
   const int s0 = l * kVec;
   float hv[kPacks][kVec], Av[kPacks][kVec], Bv[kPacks][kVec], Cv[kPacks][kVec];
@@ -942,8 +944,8 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
       }
   };
   if (ok && s0 < n) load(s0);
-  const float x = to_f32(static_cast<const T*>(a.x)[b * a.x_stride[0] + c * a.x_stride[1]]);
-  float dt = to_f32(static_cast<const T*>(a.dt)[b * a.dt_stride[0] + c * a.dt_stride[1]]) +
+  const float x = to_f32(static_cast<const T*>(a.x)[off(b, a.x_stride[0], c, a.x_stride[1])]);
+  float dt = to_f32(static_cast<const T*>(a.dt)[off(b, a.dt_stride[0], c, a.dt_stride[1])]) +
              (a.dt_bias ? a.dt_bias[c] : 0.0f);
   if (a.dt_softplus) dt = dt <= 20.0f ? softplus_fast(dt) : dt;  // mamba's threshold
   const float dtl = dt * 1.4426950408889634f, dx = dt * x;
@@ -969,10 +971,10 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
   if (!ok || l != 0) return;
   if (a.D) y += a.D[c] * x;
   if (a.z) {
-    const float z = to_f32(static_cast<const T*>(a.z)[b * a.z_stride[0] + c * a.z_stride[1]]);
+    const float z = to_f32(static_cast<const T*>(a.z)[off(b, a.z_stride[0], c, a.z_stride[1])]);
     y *= __fdividef(z, 1.0f + __expf(-z));
   }
-  static_cast<T*>(a.out)[b * a.out_stride[0] + c * a.out_stride[1]] = from_f32<T>(y);
+  static_cast<T*>(a.out)[off(b, a.out_stride[0], c, a.out_stride[1])] = from_f32<T>(y);
 }
 
 
@@ -1246,7 +1248,16 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
   const int lanes = vec ? (want == 1 || want == 4 ? want : 2) : 8;
   const std::int64_t threads = a.batch * a.d * lanes;
   const unsigned blocks = unsigned((threads + 255) / 256);
-  const bool narrow = a.batch * a.d <= 0x7fffffff;
+  // 32-bit row indices and element offsets where every tensor's largest offset fits (and no
+  // stride is negative: the offsets are unsigned).
+  const auto span = [&](const std::int64_t (&st)[2], std::int64_t rows, std::int64_t cols) {
+    return st[0] < 0 || st[1] < 0 ? std::int64_t(1) << 40 : (rows - 1) * st[0] + (cols - 1) * st[1];
+  };
+  const std::int64_t most = std::max({a.batch * a.d * a.n, span(a.x_stride, a.batch, a.d),
+                                      span(a.dt_stride, a.batch, a.d), a.z ? span(a.z_stride, a.batch, a.d) : 0,
+                                      span(a.out_stride, a.batch, a.d), span(a.B_stride, a.batch, a.groups) + a.n,
+                                      span(a.C_stride, a.batch, a.groups) + a.n, a.d * a.n});
+  const bool narrow = most <= 0x7fffffff;
   const auto go = [&](auto kernel) { kernel<<<blocks, 256, 0, s>>>(a); };
   if (!vec) {
     if (narrow) go(selective_state_update_rows<T, 8, 1, 1, std::uint32_t>);
