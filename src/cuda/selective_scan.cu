@@ -1242,6 +1242,7 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
   // of 1 pack (48 registers) 0.037-0.040 ms per call, 0.030-0.033 in a CUDA graph; 2 lanes of 2
   // (63 registers) 0.028-0.030 / 0.024 (73.4% of the memory roofline); 1 lane of 4 (92
   // registers) 0.037-0.038 / 0.031-0.032; 2 lanes capped at 51 registers 0.039-0.040 / 0.032.
+  // With the 32-bit offsets below, 2 lanes of 2 take 57 registers: 74.3-74.6% in a graph.
   // Dev/test hook: SIXFOLD_SSCAN_DECODE=1 or 4 forces that many lanes a row.
   const char* e = std::getenv("SIXFOLD_SSCAN_DECODE");
   const int want = e ? std::atoi(e) : 2;
