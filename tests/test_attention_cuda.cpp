@@ -30,6 +30,7 @@
 
 #include "../src/reference/attention_reference.hpp"
 #include "row_buffers.hpp"
+#include "scoped_env.hpp"
 #include "sixfold/ops/attention.hpp"
 
 namespace sixfold::testing {
@@ -146,13 +147,6 @@ Result run_checked(DType dt, const Case& s, std::mt19937_64& rng) {
   EXPECT_LE(lse_err, 1e-3) << what;
   return r;
 }
-
-// Sets an environment variable for the scope of one test block.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const std::string& value) : name(n) { setenv(n, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 std::vector<Case> prefill_shapes(std::int64_t d) {
   std::vector<Case> v;

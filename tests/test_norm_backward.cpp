@@ -16,6 +16,7 @@
 
 #include "../src/reference/norm_reference.hpp"
 #include "row_buffers.hpp"
+#include "scoped_env.hpp"
 #include "test_norm_stats.hpp"
 
 #ifdef SIXFOLD_WITH_CUDA
@@ -503,8 +504,6 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
 // per block (the dw/db slots and registers accumulate across rows), with and without a weight.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
-  const char* saved = std::getenv("SIXFOLD_NORM_BWD_KERNEL");
-  const std::string keep = saved ? saved : "";
   std::vector<BwdCase> cases;
   for (const BwdCase& c : bwd_cases())
     if (c.n <= 8192) cases.push_back(c);  // softmax kinds too: one kernel whatever the variant
@@ -517,12 +516,10 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
     }
   for (const char* v : {"smem", "smem1", "regs", "regs0", "regspf"}) {
     SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
-    setenv("SIXFOLD_NORM_BWD_KERNEL", v, 1);
+    ScopedEnv env("SIXFOLD_NORM_BWD_KERNEL", v);
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
     check_determinism(Device::cuda(0));
   }
-  if (saved) setenv("SIXFOLD_NORM_BWD_KERNEL", keep.c_str(), 1);
-  else unsetenv("SIXFOLD_NORM_BWD_KERNEL");
 }
 
 TEST(AddNorm, BadInputIsRejectedAndNothingWritten) {

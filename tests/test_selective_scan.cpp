@@ -16,6 +16,7 @@
 
 #include "../src/reference/selective_scan_reference.hpp"
 #include "row_buffers.hpp"
+#include "scoped_env.hpp"
 #include "sixfold/ops/selective_scan.hpp"
 #include "sixfold/runtime/error.hpp"
 #include "sixfold/runtime/tensor.hpp"
@@ -309,15 +310,11 @@ TEST(SelectiveScanCuda, MatchesReference) {
 // channels of a B/C group), which the bench shapes use, on the same cases.
 TEST(SelectiveScanCuda, WideLaunchShapesMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
-  const char* old = std::getenv("SIXFOLD_SSCAN_CW");
-  const std::string saved = old ? old : "";
   for (const char* cw : {"2", "4", "8"}) {
     SCOPED_TRACE(std::string("SIXFOLD_SSCAN_CW=") + cw);
-    setenv("SIXFOLD_SSCAN_CW", cw, 1);
+    ScopedEnv env("SIXFOLD_SSCAN_CW", cw);
     for (const Case& c : cases()) run_case(c, Device::cuda(0));
   }
-  if (old) setenv("SIXFOLD_SSCAN_CW", saved.c_str(), 1);
-  else unsetenv("SIXFOLD_SSCAN_CW");
 }
 
 // Version 6 takes the input-dependent cases with n ∈ {16, 32, 64}: a plain form at 2 (n = 16),
@@ -326,15 +323,11 @@ TEST(SelectiveScanCuda, WideLaunchShapesMatchReference) {
 // the other cases) on all of them.
 TEST(SelectiveScanCuda, KernelVersionsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
-  const char* old = std::getenv("SIXFOLD_SSCAN_KERNEL");
-  const std::string saved = old ? old : "";
   for (const char* v : {"v5", "p2", "p4", "p8", "spec"}) {
     SCOPED_TRACE(std::string("SIXFOLD_SSCAN_KERNEL=") + v);
-    setenv("SIXFOLD_SSCAN_KERNEL", v, 1);
+    ScopedEnv env("SIXFOLD_SSCAN_KERNEL", v);
     for (const Case& c : cases()) run_case(c, Device::cuda(0));
   }
-  if (old) setenv("SIXFOLD_SSCAN_KERNEL", saved.c_str(), 1);
-  else unsetenv("SIXFOLD_SSCAN_KERNEL");
 }
 
 // ---- selective_state_update ---------------------------------------------------------------
@@ -419,15 +412,11 @@ TEST(SelectiveScanCuda, StateUpdateMatchesReference) {
 // each lane then holds 4 or 1 packs of 4 states instead of 2).
 TEST(SelectiveScanCuda, StateUpdateLaneVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
-  const char* old = std::getenv("SIXFOLD_SSCAN_DECODE");
-  const std::string saved = old ? old : "";
   for (const char* v : {"1", "4"}) {
     SCOPED_TRACE(std::string("SIXFOLD_SSCAN_DECODE=") + v);
-    setenv("SIXFOLD_SSCAN_DECODE", v, 1);
+    ScopedEnv env("SIXFOLD_SSCAN_DECODE", v);
     for (const StepCase& c : step_cases()) run_step(c, Device::cuda(0));
   }
-  if (old) setenv("SIXFOLD_SSCAN_DECODE", saved.c_str(), 1);
-  else unsetenv("SIXFOLD_SSCAN_DECODE");
 }
 
 // Running a sequence in two halves, passing the final state on, equals running it whole.

@@ -1249,30 +1249,24 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
   const int lanes = vec ? (want == 1 || want == 4 ? want : 2) : 8;
   const std::int64_t threads = a.batch * a.d * lanes;
   const unsigned blocks = unsigned((threads + 255) / 256);
-  // 32-bit row indices and element offsets where every tensor's largest offset fits (and no
-  // stride is negative: the offsets are unsigned).
-  const auto span = [&](const std::int64_t (&st)[2], std::int64_t rows, std::int64_t cols) {
-    return st[0] < 0 || st[1] < 0 ? std::int64_t(1) << 40 : (rows - 1) * st[0] + (cols - 1) * st[1];
+  // 32-bit row indices and element offsets where every tensor's offsets fit (unsigned: no
+  // stride may be negative).
+  const auto fits = [](std::int64_t most) { return most <= 0x7fffffff; };
+  const auto rows_fit = [&](const std::int64_t (&st)[2], std::int64_t rows, std::int64_t cols, std::int64_t tail) {
+    return st[0] >= 0 && st[1] >= 0 && fits((rows - 1) * st[0] + (cols - 1) * st[1] + tail);
   };
-  const std::int64_t most = std::max({a.batch * a.d * a.n, span(a.x_stride, a.batch, a.d),
-                                      span(a.dt_stride, a.batch, a.d), a.z ? span(a.z_stride, a.batch, a.d) : 0,
-                                      span(a.out_stride, a.batch, a.d), span(a.B_stride, a.batch, a.groups) + a.n,
-                                      span(a.C_stride, a.batch, a.groups) + a.n, a.d * a.n});
-  const bool narrow = most <= 0x7fffffff;
-  const auto go = [&](auto kernel) { kernel<<<blocks, 256, 0, s>>>(a); };
-  if (!vec) {
-    if (narrow) go(selective_state_update_rows<T, 8, 1, 1, std::uint32_t>);
-    else go(selective_state_update_rows<T, 8, 1, 1, std::int64_t>);
-  } else if (lanes == 1) {
-    if (narrow) go(selective_state_update_rows<T, 1, 4, 4, std::uint32_t>);
-    else go(selective_state_update_rows<T, 1, 4, 4, std::int64_t>);
-  } else if (lanes == 2) {
-    if (narrow) go(selective_state_update_rows<T, 2, 4, 2, std::uint32_t>);
-    else go(selective_state_update_rows<T, 2, 4, 2, std::int64_t>);
-  } else {
-    if (narrow) go(selective_state_update_rows<T, 4, 4, 1, std::uint32_t>);
-    else go(selective_state_update_rows<T, 4, 4, 1, std::int64_t>);
-  }
+  const bool narrow = fits(a.batch * a.d * a.n) && rows_fit(a.x_stride, a.batch, a.d, 0) &&
+                      rows_fit(a.dt_stride, a.batch, a.d, 0) && (!a.z || rows_fit(a.z_stride, a.batch, a.d, 0)) &&
+                      rows_fit(a.out_stride, a.batch, a.d, 0) && rows_fit(a.B_stride, a.batch, a.groups, a.n) &&
+                      rows_fit(a.C_stride, a.batch, a.groups, a.n);
+  const auto go = [&]<int kLanes, int kVec, int kPacks>() {
+    if (narrow) selective_state_update_rows<T, kLanes, kVec, kPacks, std::uint32_t><<<blocks, 256, 0, s>>>(a);
+    else selective_state_update_rows<T, kLanes, kVec, kPacks, std::int64_t><<<blocks, 256, 0, s>>>(a);
+  };
+  if (!vec) go.template operator()<8, 1, 1>();
+  else if (lanes == 1) go.template operator()<1, 4, 4>();
+  else if (lanes == 2) go.template operator()<2, 4, 2>();
+  else go.template operator()<4, 4, 1>();
 }
 
 }  // namespace
