@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dev/ab_run.sh LOGDIR PHASE... — same-process A/B runs on a GPU machine of binaries built for
 # sm_90a elsewhere and carried in AB_BIN (default build-topk/carry): AB_BIN/sixfold (the CLI
-# under test), AB_BIN/sixfold_old.xz (the previous CLI, xz-compressed, optional) and the test
+# under test, or AB_BIN/sixfold.xz), AB_BIN/sixfold_old.xz (the previous CLI, xz-compressed, optional) and the test
 # binaries the phases name. Phases, in this order:
 #   sscan     test_selective_scan's CUDA cases with the GPU required, then compute-sanitizer
 #             memcheck on its small cases (SIXFOLD_TEST_SMALL=1)
@@ -21,6 +21,8 @@
 #   norm-vars the rms / layer / softmax backward rows of the new CLI with SIXFOLD_NORM_BWD_KERNEL unset and
 #             set to each of VARS (default: regs regspf; an entry NAME=VALUE sets that variable
 #             instead), two rounds
+#   ncu-fwd   Nsight Compute on the forward register kernels (NCU_OPS, NCU_SHAPES) of the new CLI
+#             and on torch.compile's (dev/norm/ncu_torch_fwd.py), same shapes
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
 #             sections and the per-SASS source page (csv)
 #   torch-sscan  the Python selective-scan tests (GPU required) and bench/torch_selective_scan.py
@@ -41,6 +43,10 @@ bin=${AB_BIN:-build-topk/carry}
 t0=$SECONDS
 el() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/summary.txt"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$out/summary.txt"
+cli_new=$bin/sixfold  # the CLI under test; carried as AB_BIN/sixfold.xz where it would not fit
+if [[ ! -x $cli_new && -f $bin/sixfold.xz ]]; then
+  cli_new=/tmp/sixfold_new && xz -dc "$bin/sixfold.xz" >"$cli_new" && chmod +x "$cli_new"
+fi
 old=
 if [[ -f $bin/sixfold_old.xz ]]; then
   old=/tmp/sixfold_old && xz -dc "$bin/sixfold_old.xz" >"$old" && chmod +x "$old"
@@ -67,7 +73,7 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
   el "A/B $name"
   for round in 1 2; do
     for which in old new; do
-      local cli=$bin/sixfold
+      local cli=$cli_new
       if [[ $which == old ]]; then [[ -n $old ]] || continue; cli=$old; fi
       echo "== $name round $round: $which" >>"$out/$name.log"
       env "${envs[@]}" timeout 150 "$cli" bench "$@" >>"$out/$name.log" 2>&1
@@ -90,7 +96,7 @@ if want sscan-vars; then
     for v in default ${SSCAN_VARS:-v5 p4 p8}; do
       echo "== sscan round $round: $v" >>"$out/sscan_vars.log"
       ( if [[ $v == *=* ]]; then export "${v?}"; elif [[ $v != default ]]; then export SIXFOLD_SSCAN_KERNEL=$v; fi
-        SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} timeout 150 "$bin/sixfold" bench selective_scan --backend cuda \
+        SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} timeout 150 "$cli_new" bench selective_scan --backend cuda \
           --seconds 0.5 >>"$out/sscan_vars.log" 2>&1 )
     done
   done
@@ -119,7 +125,7 @@ if want fwd-vars; then  # forward / fused add of the new CLI: default vs each SI
       echo "== fwd round $round: $v" >>"$out/fwd_vars.log"
       ( [[ $v != default ]] && export SIXFOLD_NORM_FWD=$v
         SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=${FWD_SHAPES:-65536x1024} \
-        timeout 150 "$bin/sixfold" bench norm --backend cuda --seconds 0.25 >>"$out/fwd_vars.log" 2>&1 )
+        timeout 150 "$cli_new" bench norm --backend cuda --seconds 0.25 >>"$out/fwd_vars.log" 2>&1 )
     done
   done
   grep -E "^==|sixfold::" "$out/fwd_vars.log" | cut -c1-150 | tee -a "$out/summary.txt"
@@ -127,7 +133,7 @@ fi
 
 if want norm-all; then  # every norm row of the new CLI (graph rows included) on the first three shapes
   el "norm bench, all cases, three shapes"
-  SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 300 "$bin/sixfold" bench norm \
+  SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 300 "$cli_new" bench norm \
     --backend cuda --seconds 0.25 >"$out/norm_all.log" 2>&1
   grep -E "sixfold::|copy" "$out/norm_all.log" | cut -c1-160 | tee -a "$out/summary.txt"
 fi
@@ -139,7 +145,7 @@ if want norm-vars; then  # SIXFOLD_NORM_BWD_KERNEL variants of the new CLI (VARS
       echo "== variants round $round: $v" >>"$out/norm_vars.log"
       ( if [[ $v == *=* ]]; then export "${v?}"; elif [[ $v != default ]]; then export SIXFOLD_NORM_BWD_KERNEL=$v; fi
         SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_OPS=rms_norm_backward,layer_norm_backward,softmax_backward \
-        SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 150 "$bin/sixfold" bench norm --backend cuda \
+        SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 150 "$cli_new" bench norm --backend cuda \
         --seconds 0.25 >>"$out/norm_vars.log" 2>&1 )
     done
   done
@@ -153,12 +159,35 @@ if want ncu-norm; then
     timeout 200 "$ncu_bin" --clock-control none -k regex:bwd_rows_regs --launch-count 1 --import-source yes \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section SourceCounters \
-    -o /tmp/norm_bwd -f "$bin/sixfold" bench norm --backend cuda --seconds 0.001 >"$out/ncu_run.log" 2>&1
+    -o /tmp/norm_bwd -f "$cli_new" bench norm --backend cuda --seconds 0.001 >"$out/ncu_run.log" 2>&1
   echo "ncu rc=$?" | tee -a "$out/summary.txt"
   "$ncu_bin" --import /tmp/norm_bwd.ncu-rep >"$out/ncu_norm.txt" 2>&1
   "$ncu_bin" --import /tmp/norm_bwd.ncu-rep --page source --csv --print-source sass >"$out/ncu_norm_sass.csv" 2>&1
   grep -E "Duration|DRAM Throughput|Issued Ipc|Issue Slots Busy|No Eligible|Registers|Achieved Occupancy|Spilling" \
     "$out/ncu_norm.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if want ncu-fwd; then  # Nsight Compute: sixfold's forward register kernels and torch.compile's, same shapes
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  secs=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats)
+  for op in ${NCU_OPS:-rms_norm layer_norm softmax}; do
+    for shape in ${NCU_SHAPES:-65536x1024 4096x4096}; do
+      el "ncu: sixfold $op $shape"
+      SIXFOLD_NORM_CASES=forward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=$shape SIXFOLD_NORM_OPS=$op \
+        timeout 120 "$ncu_bin" --clock-control none -k regex:norm_rows --launch-skip 3 --launch-count 1 "${secs[@]}" \
+        "$cli_new" bench norm --backend cuda --seconds 0.001 >"$out/ncu_fwd_${op}_$shape.txt" 2>&1
+      echo "ncu rc=$?" | tee -a "$out/summary.txt"
+    done
+  done
+  el "ncu: torch.compile forward kernels"
+  timeout 300 "$ncu_bin" --clock-control none --profile-from-start off -k regex:triton "${secs[@]}" \
+    python3 dev/norm/ncu_torch_fwd.py ${NCU_SHAPES:-65536x1024 4096x4096} >"$out/ncu_fwd_torch.txt" 2>&1
+  echo "ncu torch rc=$?" | tee -a "$out/summary.txt"
+  for f in "$out"/ncu_fwd_*.txt; do
+    echo "== $(basename "$f")" | tee -a "$out/summary.txt"
+    grep -E "^  [a-z_]+.*\(|profiling|Duration|DRAM Throughput|Registers Per|Block Size|Grid Size|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Executed Instructions  |No Eligible|L1/TEX Hit|L2 Hit" \
+      "$f" | cut -c1-120 | tee -a "$out/summary.txt"
+  done
 fi
 if want ncu-sscan; then  # NCU_KERNEL (default selective_scan_seq), SSCAN_CASES (default 1: b8 L4096 d2048 n16)
   el "ncu: ${NCU_KERNEL:-selective_scan_seq}, selective scan case ${SSCAN_CASES:-1}"
@@ -166,7 +195,7 @@ if want ncu-sscan; then  # NCU_KERNEL (default selective_scan_seq), SSCAN_CASES 
   SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-1} timeout 300 "$ncu_bin" --clock-control none -k regex:${NCU_KERNEL:-selective_scan_seq} \
     --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section SourceCounters \
-    --section InstructionStats -o /tmp/sscan -f "$bin/sixfold" bench selective_scan --backend cuda --seconds 0.001 \
+    --section InstructionStats -o /tmp/sscan -f "$cli_new" bench selective_scan --backend cuda --seconds 0.001 \
     >"$out/ncu_sscan_run.log" 2>&1
   echo "ncu rc=$?" | tee -a "$out/summary.txt"
   "$ncu_bin" --import /tmp/sscan.ncu-rep >"$out/ncu_sscan.txt" 2>&1

@@ -126,6 +126,9 @@ std::vector<Case> cases() {
     for (DType t : {DType::f32, DType::bf16, DType::f16}) {
       for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 1}, {4, 3}, {5, 17},
                              {3, 4095}, {2, 4097}, {33, 1000}, {2, 8192}, {3, 40000},
+                             // a warp per row (16-bit rows of 513..1024, f32 of 257..512): whole
+                             // blocks of full rows, a last block of one row, odd (scalar) rows
+                             {17, 1024}, {16, 512}, {5, 511},
                              {1, 432000},  // f32 on CUDA: cluster slices longer than the
                                            // shared-memory cache (re-read tail), memcheck-sized
                              {1, 1 << 20}}) {
@@ -137,7 +140,8 @@ std::vector<Case> cases() {
       if (k != NormKind::rms && k != NormKind::layer) continue;
       // The saved statistics on every path (register groups, blocks, clusters, 1M).
       for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 1}, {5, 17}, {3, 4095},
-                             {2, 4097}, {33, 1000}, {2, 40000}, {1, 432000}, {1, 1 << 20}}) {
+                             {2, 4097}, {33, 1000}, {17, 1024}, {16, 512}, {2, 40000}, {1, 432000},
+                             {1, 1 << 20}}) {
         if (n >= (1 << 20) && std::getenv("SIXFOLD_TEST_SMALL")) continue;
         all.push_back({k, t, rows, n, true, 0, 0, false, 1.0, false, n % 2 ? 1 : 2});
       }

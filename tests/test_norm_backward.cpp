@@ -141,7 +141,8 @@ void run_add_case(const AddCase& c, Device dev) {
 
 std::vector<std::pair<std::int64_t, std::int64_t>> shapes() {
   std::vector<std::pair<std::int64_t, std::int64_t>> v = {
-      {1, 1}, {3, 1}, {4, 3}, {5, 17}, {3, 4095}, {2, 4097}, {33, 1000}, {2, 8192}, {3, 40000}};
+      {1, 1},    {3, 1},     {4, 3},    {5, 17},   {3, 4095}, {2, 4097},
+      {33, 1000}, {17, 1024}, {16, 512}, {5, 511}, {2, 8192}, {3, 40000}};
   if (!std::getenv("SIXFOLD_TEST_SMALL")) v.push_back({1, 1 << 20});  // not under the sanitizer
   return v;
 }
@@ -158,7 +159,7 @@ std::vector<AddCase> add_cases() {
       all.push_back({k, t, 4, 1000, true, 0, 0, t == DType::f16 ? 1e2 : 1e4});  // huge values
       // Saved statistics of s on every path.
       for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{3, 1}, {5, 17}, {2, 4097},
-                             {33, 1000}, {3, 40000}})
+                             {33, 1000}, {17, 1024}, {3, 40000}})
         all.push_back({k, t, rows, n, true, 0, 0, 1.0, true});
       all.push_back({k, t, 2, 50000, true, 3, 1, 1.0, true});  // long rows, in place, strided
     }

@@ -288,7 +288,7 @@ __device__ __forceinline__ float block_all(float s, Op op, float* slots) {
 
 // Loads the tile: all packs in flight before the first use. kAdd: r = x + res rounded to T, as
 // stored to `sum` (the normalized value is the stored one).
-template <class T, int S, int W, bool kAdd>
+template <class T, int S, int W, bool kAdd, bool kFull = false>
 __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int t, int p, int n,
                                           bool live, Pack<T, W> (&r)[S], bool (&ok)[S]) {
   using P = Pack<T, W>;
@@ -297,7 +297,7 @@ __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int 
   const int rem = live ? n - t * W : 0;  // pack s is in the row iff s·p·W < rem
 #pragma unroll
   for (int s = 0; s < S; ++s) {
-    ok[s] = s * p * W < rem;
+    ok[s] = kFull || s * p * W < rem;
     if (ok[s]) r[s] = P::load(x + off + s * p * W);
     if (kAdd && ok[s]) q[s] = P::load(res + off + s * p * W);
   }
@@ -310,27 +310,6 @@ __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int 
         r[s] = add_and_store(q[s], v, sum + off + s * p * W);
       }
   }
-}
-
-// Σ f(x) over the tile's packs (one chain per pack); `again`: unpack behind opaque().
-template <class T, int S, int W, class F>
-__device__ __forceinline__ float tile_fold(const Pack<T, W> (&r)[S], const bool (&ok)[S],
-                                           bool again, F&& f) {
-  float part[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
-    part[s] = 0.f;
-    if (ok[s]) {
-      float v[W];
-      (again ? opaque(r[s]) : r[s]).unpack(v);
-#pragma unroll
-      for (int k = 0; k < W; ++k) part[s] += f(v[k]);
-    }
-  }
-  float sum = 0.f;
-#pragma unroll
-  for (int s = 0; s < S; ++s) sum += part[s];
-  return sum;
 }
 
 // Calls out(s, weight values, bias values) for each pack s of the tile that is in the row
@@ -398,7 +377,7 @@ __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
 // weight packs are loaded with the row, before the reduction, instead of pack by pack in the
 // rewrite after it (16 more registers), so the rewrite does not wait on their L1/L2 round trips.
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0,
-          class Red>
+          bool kKeep = false, bool kFull = false, class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
                                           T* y, int t, int p, bool live, Red&& red,
                                           std::int64_t row, bool saver) {
@@ -415,10 +394,45 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       wp[s].raw = {};
-      if (w && s * p * W < rem) wp[s] = Pack<T, W>::load_read_only(w + (s * p + t) * W);
+      if (w && (kFull || s * p * W < rem)) wp[s] = Pack<T, W>::load_read_only(w + (s * p + t) * W);
     }
   }
-  load_tile<T, S, W, kAdd>(x, res, sum, t, p, n, live, r, ok);
+  load_tile<T, S, W, kAdd, kFull>(x, res, sum, t, p, n, live, r, ok);
+  // The values of pack s: kKeep unpacks the tile once and keeps the floats (32 registers for a
+  // 16-bit tile); otherwise each pass unpacks the raw packs again, the later passes behind
+  // opaque() so that the compiler does not keep the floats across the reductions after all.
+  float xv[kKeep ? S : 1][W];
+  if constexpr (kKeep) {
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (ok[s]) r[s].unpack(xv[s]);
+  }
+  const auto vals = [&](int s, bool first, float (&v)[W]) {
+    if constexpr (kKeep) {
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[k] = xv[s][k];
+    } else {
+      (first ? r[s] : opaque(r[s])).unpack(v);
+    }
+  };
+  // Σ f(x) over the tile's packs, one chain per pack (FMA latency hidden).
+  const auto fold = [&](bool first, auto&& f) {
+    float part[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      part[s] = 0.f;
+      if (ok[s]) {
+        float v[W];
+        vals(s, first, v);
+#pragma unroll
+        for (int k = 0; k < W; ++k) part[s] += f(v[k]);
+      }
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) sum += part[s];
+    return sum;
+  };
   const auto affine = [&](auto&& out) {
     if constexpr (kEarly)
       rewrite_affine_loaded<W>(wp, w != nullptr, ok, out);
@@ -431,30 +445,30 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     Pack<T, W>::pack(o).store(y + (s * p + t) * W);
   };
   if constexpr (K == NormKind::rms) {
-    const float ss = red(tile_fold(r, ok, false, [](float v) { return v * v; }), AddOp{}, 0);
+    const float ss = red(fold(true, [](float v) { return v * v; }), AddOp{}, 0);
     const float rs = 1.0f / sqrtf(ss / float(n) + a.eps);
     if constexpr (kStats)
       if (saver && a.rstd) a.rstd[row] = rs;
     affine([&](int s, const float (&wv)[W], const float (&)[W]) {
       float v[W], o[W];
-      opaque(r[s]).unpack(v);
+      vals(s, false, v);
 #pragma unroll
       for (int k = 0; k < W; ++k) o[k] = v[k] * rs * wv[k];
       store(s, o);
     });
   } else if constexpr (K == NormKind::layer) {
-    const float mean =
-        red(tile_fold(r, ok, false, [](float v) { return v; }), AddOp{}, 0) / float(n);
-    const float m2 = red(tile_fold(r, ok, true, [&](float v) { return (v - mean) * (v - mean); }),
+    const float inv_n = 1.0f / float(n);
+    const float mean = red(fold(true, [](float v) { return v; }), AddOp{}, 0) * inv_n;
+    const float m2 = red(fold(false, [&](float v) { return (v - mean) * (v - mean); }),
                          AddOp{}, 1);
-    const float rs = 1.0f / sqrtf(m2 / float(n) + a.eps);
+    const float rs = 1.0f / sqrtf(m2 * inv_n + a.eps);
     if constexpr (kStats) {
       if (saver && a.mean) a.mean[row] = mean;
       if (saver && a.rstd) a.rstd[row] = rs;
     }
     affine([&](int s, const float (&wv)[W], const float (&bv)[W]) {
       float v[W], o[W];
-      opaque(r[s]).unpack(v);
+      vals(s, false, v);
 #pragma unroll
       for (int k = 0; k < W; ++k) o[k] = fmaf((v[k] - mean) * rs, wv[k], bv[k]);
       store(s, o);
@@ -467,7 +481,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     for (int s = 0; s < S; ++s)
       if (ok[s]) {
         float v[W];
-        r[s].unpack(v);
+        vals(s, true, v);
 #pragma unroll
         for (int k = 0; k < W; ++k) mx = fmaxf(mx, v[k]);
       }
@@ -488,7 +502,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
       for (int s = 0; s < S; ++s) {
         part[s] = 0.f;
         float v[W];
-        if (ok[s]) opaque(r[s]).unpack(v);
+        if (ok[s]) vals(s, false, v);
 #pragma unroll
         for (int k = 0; k < W; ++k) {
           e[s][k] = ok[s] ? ex(v[k]) : 0.f;
@@ -509,13 +523,13 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
       }
     } else {
       // Recomputed in the rewrite from the raw packs.
-      const float l = red(tile_fold(r, ok, true, ex), AddOp{}, 1);
+      const float l = red(fold(false, ex), AddOp{}, 1);
       const float c = K == NormKind::softmax ? 1.0f / l : logf(l);
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         if (!ok[s]) continue;
         float v[W], o[W];
-        opaque(r[s]).unpack(v);
+        vals(s, false, v);
 #pragma unroll
         for (int k = 0; k < W; ++k) o[k] = K == NormKind::softmax ? ex(v[k]) * c : (v[k] - m) - c;
         store(s, o);
@@ -538,21 +552,40 @@ __device__ __forceinline__ T* sum_row(const NormArgs& a, std::int64_t r) {
 
 // One row per aligned group of g = 2^log2_g lanes; n ≤ g·S·W. No shared memory, no barriers.
 // kStats (rms / layer, a.mean or a.rstd set): the row's statistics saved by its first lane.
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0>
+// kWarp = 1 (rows of a whole warp, g = 32: 16-bit rows of 513..1024): the width a constant, so
+// pack offsets become immediates and the butterflies unroll; the tile unpacked once and its floats
+// kept between passes (kKeep); blocks of full rows without per-pack tests (kFull). Nsight Compute,
+// H200, bf16 65536x1024: torch.compile's Triton kernels issue 264 (rms) / 390 (layer)
+// instructions a row; this kernel 491 / 665 with the width read at run time (kWarp = 0), ~320 /
+// ~410 with kWarp = 1 (counted in its SASS; docs/perf/norm.md, session 12).
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0, int kWarp = 0>
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
-  const int g = 1 << log2_g, t = threadIdx.x & (g - 1);
+  const int g = 1 << log2_g;
   const std::int64_t row =
       std::int64_t(blockIdx.x) * (kGroupBlock >> log2_g) + (threadIdx.x >> log2_g);
   const bool live = row < a.x.rows;  // dead groups still shuffle (full-warp masks)
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kStats, kAff>(a, x, residual_row<T, kAdd>(a, r),
-                                            sum_row<T, kAdd>(a, r), y, t, g, live,
-                                            [&](float v, auto op, int) {
-                                              return group_all(v, g, op);
-                                            },
-                                            r, live && t == 0);
+  const auto tile = [&](auto width, auto keep, auto full) {
+    const int p = width, t = int(threadIdx.x) & (p - 1);
+    norm_tile<T, K, S, W, kAdd, kStats, kAff, decltype(keep)::value, decltype(full)::value>(
+        a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, p, live,
+        [&](float v, auto op, int) { return group_all(v, p, op); }, r, live && t == 0);
+  };
+  constexpr std::integral_constant<int, 32> kWarpWidth{};
+  // kFull: every pack of every row of the block in bounds (no per-pack tests).
+  const bool full = a.x.n == 32 * S * W &&
+                    std::int64_t(blockIdx.x + 1) * (kGroupBlock >> log2_g) <= a.x.rows;
+  using yes = std::true_type;
+  using no = std::false_type;
+  if constexpr (kWarp == 0) {
+    tile(g, no{}, no{});
+  } else if (full) {
+    tile(kWarpWidth, yes{}, yes{});
+  } else {
+    tile(kWarpWidth, yes{}, no{});
+  }
 }
 
 // One row per block of blockDim.x (a multiple of 32, ≤ 1024) threads; n ≤ blockDim.x·S·W.
@@ -1017,9 +1050,21 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
       // of copy in graph replay, 86.2-87.3 -> 87.2-89.9% per call; with the add (87 registers)
       // 94 -> 81%; LayerNorm's weight and bias early (87 registers) 90 -> 57%. Dev hook: "wlate"
       // keeps the late loads.
-      auto kernel = norm_rows_group<T, K, S, W, kAdd, kStats, 0>;
+      // Rows of a whole warp (log2_g = 5) take the kernel with the width a constant (kWarp = 1;
+      // dev flag "nowarp": the run-time width kernel). H200, bf16 65536x1024, same process, two
+      // rounds, % of copy in graph replay, nowarp -> default: layer 92.4 -> 93.5, add_rms 95.0 ->
+      // 96.2, add_layer 94.3-94.7 -> 95.7, rms 94.5 -> 95.2-95.4, softmax 94.8 -> 94.5; the same
+      // with the floats unpacked per pass (kKeep off, tried as a dev flag): layer 92.7, rms 94.3-94.8.
+      const bool early = !kAdd && K == NormKind::rms && !fwd_dev_flag("wlate");
+      const bool warp = log2_g == 5 && !fwd_dev_flag("nowarp");
+      const auto pick = [&](auto aff) {
+        constexpr int kA = decltype(aff)::value;
+        return warp ? norm_rows_group<T, K, S, W, kAdd, kStats, kA, 1>
+                    : norm_rows_group<T, K, S, W, kAdd, kStats, kA, 0>;
+      };
+      auto kernel = pick(std::integral_constant<int, 0>{});
       if constexpr (!kAdd && K == NormKind::rms)
-        if (!fwd_dev_flag("wlate")) kernel = norm_rows_group<T, K, S, W, kAdd, kStats, 1>;
+        if (early) kernel = pick(std::integral_constant<int, 1>{});
       kernel<<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
