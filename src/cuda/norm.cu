@@ -592,19 +592,19 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
 // kAff (the weight loads, norm_tile): 0 per pack in the rewrite, 1 with the row (rms; at most
 // kEarlyThreads threads: the registers of the packs).
 constexpr int kEarlyThreads = 256;
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff>
+// kFast (n = blockDim.x·S·W, every pack in the row): the tile unpacked once and its floats kept
+// between passes, no per-pack tests.
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff, bool kFast = false>
 __global__ void __launch_bounds__(kAff ? kEarlyThreads : 1024) norm_rows_block(NormArgs a) {
   __shared__ float slots[2][32];
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
-  norm_tile<T, K, S, W, kAdd, kStats, kAff>(a, x, residual_row<T, kAdd>(a, row),
-                                            sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
-                                            int(blockDim.x), true,
-                                            [&](float v, auto op, int pass) {
-                                              return block_all(v, op, slots[pass]);
-                                            },
-                                            row, threadIdx.x == 0);
+  norm_tile<T, K, S, W, kAdd, kStats, kAff, kFast, kFast>(
+      a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
+      int(blockDim.x), true,
+      [&](float v, auto op, int pass) { return block_all(v, op, slots[pass]); }, row,
+      threadIdx.x == 0);
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -1079,10 +1079,24 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     // registers; 16384x8192 91.5 -> 78.7 / 57.0%, 4096x4096 60 -> 55 / 47% per call) and capping
     // its registers at 32 for 16 blocks per SM (4096x4096: no change); docs/perf/norm.md,
     // session 9.
-    auto kernel = norm_rows_block<T, K, S, W, kAdd, kStats, 0>;
+    // Full rows (n = threads·S·W) of LayerNorm and add_rms_norm take the kernel that keeps the
+    // tile's floats and tests no pack (kFast). H200, bf16, same process, two rounds, % of copy in
+    // graph replay, without -> with: layer 4096x4096 73.3 -> 75.8, add_rms 4096x4096 89.2 -> 90.2,
+    // 16384x8192 both within 0.3; rms, softmax and add_layer lost 0.6-0.7 at 16384x8192 (rms
+    // 96.3 -> 95.7, softmax 96.9 -> 96.2, add_layer 95.9 -> 95.2), so they keep the plain kernel.
+    // Dev flags: "bfast" / "nobfast" force it on / off.
+    const bool full = n == std::int64_t(threads) * kItems;
+    constexpr bool kFastRule = (K == NormKind::layer && !kAdd) || (K == NormKind::rms && kAdd);
+    const bool fast = full && !fwd_dev_flag("nobfast") && (kFastRule || fwd_dev_flag("bfast"));
+    const auto pick = [&](auto aff) {
+      constexpr int kA = decltype(aff)::value;
+      return fast ? norm_rows_block<T, K, S, W, kAdd, kStats, kA, true>
+                  : norm_rows_block<T, K, S, W, kAdd, kStats, kA, false>;
+    };
+    auto kernel = pick(std::integral_constant<int, 0>{});
     if (threads <= kEarlyThreads) {
       if constexpr (K == NormKind::rms)
-        if (!fwd_dev_flag("wlate")) kernel = norm_rows_block<T, K, S, W, kAdd, kStats, 1>;
+        if (!fwd_dev_flag("wlate")) kernel = pick(std::integral_constant<int, 1>{});
     }
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
       kernel<<<unsigned(b.x.rows), threads, 0, stream>>>(b);
