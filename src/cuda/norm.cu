@@ -538,7 +538,12 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
   }
 }
 
-constexpr int kGroupBlock = 256;  // threads of norm_rows_group: 256/g rows per block
+// Threads of norm_rows_group: kGroupBlock (256/g rows per block), or with a warp per row (kWarp =
+// 1) kWarpBlock: one row per block, so that a finished row frees its slot at once. H200, bf16
+// 65536x1024, same process, two rounds, % of copy in graph replay, 256 -> 32 threads: rms 95.0-95.2
+// -> 96.0-96.2, layer 93.5-93.8 -> 94.4-94.8, softmax 95.0 -> 95.8-96.0, add_rms 96.8 -> 97.5,
+// add_layer 96.0 -> 96.9 (64 threads: within 0.3 of 32). Dev flag "wb=N": N threads.
+constexpr int kGroupBlock = 256, kWarpBlock = 32;
 
 // Row r of the residual / of sum_out (null without the fused add).
 template <class T, bool kAdd>
@@ -562,7 +567,7 @@ template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
   const int g = 1 << log2_g;
   const std::int64_t row =
-      std::int64_t(blockIdx.x) * (kGroupBlock >> log2_g) + (threadIdx.x >> log2_g);
+      std::int64_t(blockIdx.x) * (blockDim.x >> log2_g) + (threadIdx.x >> log2_g);
   const bool live = row < a.x.rows;  // dead groups still shuffle (full-warp masks)
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
@@ -576,7 +581,7 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   constexpr std::integral_constant<int, 32> kWarpWidth{};
   // kFull: every pack of every row of the block in bounds (no per-pack tests).
   const bool full = a.x.n == 32 * S * W &&
-                    std::int64_t(blockIdx.x + 1) * (kGroupBlock >> log2_g) <= a.x.rows;
+                    std::int64_t(blockIdx.x + 1) * (blockDim.x >> log2_g) <= a.x.rows;
   using yes = std::true_type;
   using no = std::false_type;
   if constexpr (kWarp == 0) {
@@ -1042,7 +1047,10 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
   if (n <= 32 * kItems) {
     int log2_g = 0;
     while ((kItems << log2_g) < n) ++log2_g;
-    const std::int64_t per_block = kGroupBlock >> log2_g;
+    const bool warp = log2_g == 5 && !fwd_dev_flag("nowarp");
+    const int wb = fwd_dev_int("wb");  // dev: threads of the warp-row blocks
+    const int threads = !warp ? kGroupBlock : wb >= 32 && wb <= kGroupBlock ? wb : kWarpBlock;
+    const std::int64_t per_block = threads >> log2_g;
     for_row_batches<T>(a, per_block * kMaxGrid, [&](const NormArgs& b) {
       const auto blocks = unsigned(ceil_div(b.x.rows, per_block));
       // RMSNorm without the add: the weight with the row, as in the block kernel (64 registers
@@ -1056,7 +1064,6 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
       // 96.2, add_layer 94.3-94.7 -> 95.7, rms 94.5 -> 95.2-95.4, softmax 94.8 -> 94.5; the same
       // with the floats unpacked per pass (kKeep off, tried as a dev flag): layer 92.7, rms 94.3-94.8.
       const bool early = !kAdd && K == NormKind::rms && !fwd_dev_flag("wlate");
-      const bool warp = log2_g == 5 && !fwd_dev_flag("nowarp");
       const auto pick = [&](auto aff) {
         constexpr int kA = decltype(aff)::value;
         return warp ? norm_rows_group<T, K, S, W, kAdd, kStats, kA, 1>
@@ -1065,7 +1072,7 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
       auto kernel = pick(std::integral_constant<int, 0>{});
       if constexpr (!kAdd && K == NormKind::rms)
         if (early) kernel = pick(std::integral_constant<int, 1>{});
-      kernel<<<blocks, kGroupBlock, 0, stream>>>(b, log2_g);
+      kernel<<<blocks, threads, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else {
