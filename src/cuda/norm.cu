@@ -17,7 +17,8 @@
 //
 // Kernels by row length n, with K = items per thread (4 packs of 16 bytes when rows are 16-byte
 // aligned and n is a multiple of the pack; else 16 scalars):
-//   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers
+//   norm_rows_group    n ≤ 32·K     g = 1..32 lanes per row, 256/g rows per block, no barriers;
+//                                   g = 32: a kernel with the width a constant, one row a block
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
 //   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) and add_rms_norm's long rows:
