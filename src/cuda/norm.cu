@@ -319,9 +319,8 @@ __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int 
 // or a bias is decided once, around the loop: tested per pack, it cost a predicated unpack and a
 // default move on every element (bf16 LayerNorm: ~13 instructions an element in the rewrite).
 template <class T, int W>
-__device__ __forceinline__ void affine_values(const T* src, int i, float fill,
+__device__ __forceinline__ void affine_values(const T* src, int i, float /*fill*/,
                                               std::bool_constant<true>, float (&v)[W]) {
-  (void)fill;
   Pack<T, W>::load_read_only(src + i).unpack(v);
 }
 template <class T, int W>
@@ -1064,7 +1063,6 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
       // rounds, % of copy in graph replay, nowarp -> default: layer 92.4 -> 93.5, add_rms 95.0 ->
       // 96.2, add_layer 94.3-94.7 -> 95.7, rms 94.5 -> 95.2-95.4, softmax 94.8 -> 94.5; the same
       // with the floats unpacked per pass (kKeep off, tried as a dev flag): layer 92.7, rms 94.3-94.8.
-      const bool early = !kAdd && K == NormKind::rms && !fwd_dev_flag("wlate");
       const auto pick = [&](auto aff) {
         constexpr int kA = decltype(aff)::value;
         return warp ? norm_rows_group<T, K, S, W, kAdd, kStats, kA, 1>
@@ -1072,7 +1070,7 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
       };
       auto kernel = pick(std::integral_constant<int, 0>{});
       if constexpr (!kAdd && K == NormKind::rms)
-        if (early) kernel = pick(std::integral_constant<int, 1>{});
+        if (!fwd_dev_flag("wlate")) kernel = pick(std::integral_constant<int, 1>{});
       kernel<<<blocks, threads, 0, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });

@@ -79,12 +79,12 @@ struct Pack {
         f[2 * k] = __uint_as_float(u[k] << 16);
         f[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
       }
-      return;
-    }
-    T e[W];
-    memcpy(e, &raw, sizeof(raw));
+    } else {
+      T e[W];
+      memcpy(e, &raw, sizeof(raw));
 #pragma unroll
-    for (int k = 0; k < W; ++k) f[k] = to_f32(e[k]);
+      for (int k = 0; k < W; ++k) f[k] = to_f32(e[k]);
+    }
   }
   __device__ __forceinline__ static Pack pack(const float (&f)[W]) {
     T e[W];
