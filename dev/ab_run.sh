@@ -43,6 +43,7 @@ bin=${AB_BIN:-build-topk/carry}
 t0=$SECONDS
 el() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/summary.txt"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$out/summary.txt"
+ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 cli_new=$bin/sixfold  # the CLI under test; carried as AB_BIN/sixfold.xz where it would not fit
 if [[ ! -x $cli_new && -f $bin/sixfold.xz ]]; then
   cli_new=/tmp/sixfold_new && xz -dc "$bin/sixfold.xz" >"$cli_new" && chmod +x "$cli_new"
@@ -154,7 +155,6 @@ fi
 
 if want ncu-norm; then
   el "ncu: layer_norm_backward (saved statistics) 16384x8192 bf16"
-  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=16384x8192 SIXFOLD_NORM_OPS=layer_norm_backward \
     timeout 200 "$ncu_bin" --clock-control none -k regex:bwd_rows_regs --launch-count 1 --import-source yes \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
@@ -167,7 +167,6 @@ if want ncu-norm; then
     "$out/ncu_norm.txt" | head -30 | tee -a "$out/summary.txt"
 fi
 if want ncu-fwd; then  # Nsight Compute: sixfold's forward register kernels and torch.compile's, same shapes
-  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   secs=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
         --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats)
   for op in ${NCU_OPS:-rms_norm layer_norm softmax}; do
@@ -191,7 +190,6 @@ if want ncu-fwd; then  # Nsight Compute: sixfold's forward register kernels and 
 fi
 if want ncu-sscan; then  # NCU_KERNEL (default selective_scan_seq), SSCAN_CASES (default 1: b8 L4096 d2048 n16)
   el "ncu: ${NCU_KERNEL:-selective_scan_seq}, selective scan case ${SSCAN_CASES:-1}"
-  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-1} timeout 300 "$ncu_bin" --clock-control none -k regex:${NCU_KERNEL:-selective_scan_seq} \
     --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section SourceCounters \
