@@ -501,8 +501,10 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
 }
 
 // The rms / layer backward variants for rows of n ≤ 8192 (src/cuda/norm_backward.cu, picked by
-// SIXFOLD_NORM_BWD_KERNEL; regspf, v7, is the default for 16-bit rows): the cases above plus rows enough for many rows
-// per block (the dw/db slots and registers accumulate across rows), with and without a weight.
+// SIXFOLD_NORM_BWD_KERNEL; regspf, v7, is the default for 16-bit rows; SIXFOLD_NORM_BWD_REDUCE) : the cases above
+// plus rows enough for many rows per block (the dw/db slots and registers accumulate across
+// rows), with and without a weight; 700x8192 and 1500x2048 sum dw/db in the row kernel (v9),
+// 6000x1024 in bwd_grad_reduce.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   std::vector<BwdCase> cases;
@@ -521,6 +523,11 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
     check_determinism(Device::cuda(0));
   }
+  // The default kernel with dw/db summed by bwd_grad_reduce instead of in the row kernel (v9).
+  SCOPED_TRACE("SIXFOLD_NORM_BWD_REDUCE=kernel");
+  ScopedEnv env("SIXFOLD_NORM_BWD_REDUCE", "kernel");
+  for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
+  check_determinism(Device::cuda(0));
 }
 
 TEST(AddNorm, BadInputIsRejectedAndNothingWritten) {

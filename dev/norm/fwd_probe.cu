@@ -11,12 +11,15 @@
 // through to the library (its dev switches). Not part of the build: compiled by hand against a
 // build's libsixfold.a (dev/norm/gpu_fwd.sh):
 //   nvcc -std=c++20 -O2 -arch=sm_90a -Iinclude dev/norm/fwd_probe.cu BUILD/libsixfold.a -lcublas -lgomp
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -45,6 +48,12 @@ __global__ void fill_random(std::uint16_t* x, std::int64_t count, std::uint32_t 
     const float f = float(h >> 8) * (9.0f / 16777216.0f) - 4.0f;
     x[i] = std::uint16_t(__float_as_uint(f) >> 16);
   }
+}
+
+float __uint_as_float_host(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 double median(std::vector<double> v) {
@@ -84,6 +93,169 @@ double graph_us(const std::function<void(int)>& f, int calls, cudaStream_t st) {
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   return t / calls;
+}
+
+// ---- Experiment (session 13): rows staged by the bulk-copy engine (cp.async.bulk, "TMA") ----
+// A persistent grid; each block takes rows blockIdx.x, +gridDim.x, …; thread 0 keeps `Stages`
+// rows in flight into shared memory (an mbarrier each, complete_tx), the block folds Σx² from
+// shared memory, rewrites the row in place (bf16), and thread 0 writes it back with a bulk store
+// (cp.async.bulk.global.shared::cta). Compute = false: the same pipeline without the norm (the
+// bulk engine's copy rate). Weight: bf16, kept in registers.
+__device__ __forceinline__ unsigned saddr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+
+template <int N, int Threads, int Stages, bool Compute>
+__global__ void __launch_bounds__(Threads) rms_tma(const std::uint16_t* x, const std::uint16_t* w,
+                                                   std::uint16_t* y, std::int64_t rows, float eps) {
+  constexpr int E = N / Threads, P = E / 8;
+  constexpr unsigned kRowBytes = N * 2;
+  extern __shared__ __align__(128) unsigned char stage_mem[];
+  __shared__ __align__(8) std::uint64_t full[Stages];
+  __shared__ float red[2][Threads / 32];
+  const int t = threadIdx.x;
+  const std::int64_t first = blockIdx.x, step = gridDim.x;
+  const std::int64_t mine = first < rows ? (rows - first + step - 1) / step : 0;
+  float wv[E];
+  if constexpr (Compute) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const uint4 q = reinterpret_cast<const uint4*>(w)[p * Threads + t];
+      const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        wv[p * 8 + 2 * h] = __uint_as_float(u[h] << 16);
+        wv[p * 8 + 2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+      }
+    }
+  }
+  if (t == 0) {
+    for (int s = 0; s < Stages; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(saddr(&full[s])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const auto issue = [&](std::int64_t k) {
+    const int s = int(k % Stages);
+    const unsigned bar = saddr(&full[s]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kRowBytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     saddr(stage_mem + s * kRowBytes)),
+                 "l"(x + (first + k * step) * N), "r"(kRowBytes), "r"(bar)
+                 : "memory");
+  };
+  if (t == 0)
+    for (std::int64_t k = 0; k < mine && k < Stages; ++k) issue(k);
+  for (std::int64_t k = 0; k < mine; ++k) {
+    const int s = int(k % Stages);
+    const unsigned parity = unsigned(k / Stages) & 1u;
+    unsigned done = 0;
+    while (!done)
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done)
+                   : "r"(saddr(&full[s])), "r"(parity)
+                   : "memory");
+    uint4* row = reinterpret_cast<uint4*>(stage_mem + s * kRowBytes);
+    if constexpr (Compute) {
+      float v[E];
+      float ss = 0.f;
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        const uint4 q = row[p * Threads + t];
+        const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          v[p * 8 + 2 * h] = __uint_as_float(u[h] << 16);
+          v[p * 8 + 2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < E; ++e) ss = fmaf(v[e], v[e], ss);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if ((t & 31) == 0) red[k & 1][t >> 5] = ss;
+      __syncthreads();
+      float tot = 0.f;
+#pragma unroll
+      for (int i = 0; i < Threads / 32; ++i) tot += red[k & 1][i];
+      const float r = rsqrtf(fmaf(tot, 1.0f / float(N), eps));
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        unsigned u[4];
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          const __nv_bfloat162 b2 = __floats2bfloat162_rn(v[p * 8 + 2 * h] * r * wv[p * 8 + 2 * h],
+                                                          v[p * 8 + 2 * h + 1] * r * wv[p * 8 + 2 * h + 1]);
+          u[h] = *reinterpret_cast<const unsigned*>(&b2);
+        }
+        row[p * Threads + t] = make_uint4(u[0], u[1], u[2], u[3]);
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncthreads();
+    }
+    if (t == 0) {
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(y + (first + k * step) * N),
+                   "r"(saddr(row)), "r"(kRowBytes)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      // The stage of row k − 1 takes row k − 1 + Stages once its store has read it.
+      if (k >= 1 && k - 1 + Stages < mine) {
+        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+        issue(k - 1 + Stages);
+      }
+    }
+  }
+  if (t == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Plain 16-byte loads and stores, 4 in flight per thread, grid-stride (the LDG / STG copy).
+__global__ void __launch_bounds__(256) copy_ldg(const uint4* x, uint4* y, std::int64_t count) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * 256 * 4;
+  for (std::int64_t i = blockIdx.x * 1024 + threadIdx.x; i < count; i += stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k * 256 < count) v[k] = x[i + k * 256];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k * 256 < count) y[i + k * 256] = v[k];
+  }
+}
+
+// Grid for a persistent kernel: blocks per SM (occupancy) × SMs, at most `rows`.
+template <class K>
+int persistent_grid(K kernel, int threads, std::size_t smem, std::int64_t rows) {
+  cuda_ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attr");
+  int per_sm = 0, sms = 0;
+  cuda_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), "occupancy");
+  cuda_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sms");
+  return int(std::min<std::int64_t>(rows, std::int64_t(std::max(per_sm, 1)) * sms));
+}
+
+template <int N, int Stages, bool Compute>
+void launch_tma(const void* x, const void* w, void* y, std::int64_t rows, cudaStream_t st) {
+  constexpr int kThreads = 256;
+  const std::size_t smem = std::size_t(Stages) * N * 2;
+  static const int grid = persistent_grid(rms_tma<N, kThreads, Stages, Compute>, kThreads, smem, rows);
+  rms_tma<N, kThreads, Stages, Compute><<<grid, kThreads, smem, st>>>(
+      static_cast<const std::uint16_t*>(x), static_cast<const std::uint16_t*>(w), static_cast<std::uint16_t*>(y),
+      rows, 1e-5f);
+}
+
+// rms_tma for rows of n (4096 or 8192; else false).
+bool tma_rows(int variant, std::int64_t n, const void* x, const void* w, void* y, std::int64_t rows,
+              cudaStream_t st) {
+  if (n == 8192) {
+    if (variant == 0) launch_tma<8192, 2, true>(x, w, y, rows, st);
+    else if (variant == 1) launch_tma<8192, 4, true>(x, w, y, rows, st);
+    else launch_tma<8192, 4, false>(x, w, y, rows, st);
+    return true;
+  }
+  if (n == 4096) {
+    if (variant == 0) launch_tma<4096, 2, true>(x, w, y, rows, st);
+    else if (variant == 1) launch_tma<4096, 4, true>(x, w, y, rows, st);
+    else launch_tma<4096, 4, false>(x, w, y, rows, st);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -161,6 +333,43 @@ int main() {
       std::printf("%-11s %-12s %9.2f %9.2f %9.2f %9.2f %7.1f %7.1f %7.1f\n", names[k], label, call,
                   graph, copy_call, copy_graph, 100 * us_floor / call, 100 * us_floor / graph,
                   100 * us_floor / copy_call);
+    }
+    // Session 13: the bulk-copy (TMA) rows against the library's rms_norm on the same inputs.
+    if (std::getenv("PROBE_TMA")) {
+      const double us_floor = 2.0 * double(bytes) / ceil_gbps / 1e3;
+      const auto row = [&](const char* name, const std::function<void(int)>& op) {
+        const double call = per_call_us(op, 40, st), graph = graph_us(op, 20, st);
+        std::printf("%-11s %-12s %9.2f %9.2f %9.2f %9.2f %7.1f %7.1f %7.1f\n", name, label, call, graph,
+                    copy_call, copy_graph, 100 * us_floor / call, 100 * us_floor / graph,
+                    100 * us_floor / copy_call);
+      };
+      row("copy_ldg", [&](int i) {
+        copy_ldg<<<132 * 8, 256, 0, st>>>(static_cast<const uint4*>(xs[std::size_t(i % slots)]),
+                                         static_cast<uint4*>(y), std::int64_t(bytes / 16));
+      });
+      if (tma_rows(2, sh.n, xs[0], w, y, sh.rows, st)) {
+        row("copy_tma4", [&](int i) { tma_rows(2, sh.n, xs[std::size_t(i % slots)], w, y, sh.rows, st); });
+        row("rms_tma2", [&](int i) { tma_rows(0, sh.n, xs[std::size_t(i % slots)], w, y, sh.rows, st); });
+        row("rms_tma4", [&](int i) { tma_rows(1, sh.n, xs[std::size_t(i % slots)], w, y, sh.rows, st); });
+        row("rms_norm", [&](int i) { rms_norm(view(xs[std::size_t(i % slots)]), tw, ty, {1e-5f}, stream); });
+        // Agreement with the library (w = 1): max |difference| over all elements, in bf16 ulps of 1.
+        std::vector<std::uint16_t> a(static_cast<std::size_t>(numel)), b2(static_cast<std::size_t>(numel));
+        for (int v = 0; v < 2; ++v) {
+          rms_norm(view(xs[0]), tw, ty, {1e-5f}, stream);
+          cuda_ok(cudaMemcpyAsync(a.data(), y, bytes, cudaMemcpyDeviceToHost, st), "d2h");
+          tma_rows(v, sh.n, xs[0], w, y, sh.rows, st);
+          cuda_ok(cudaMemcpyAsync(b2.data(), y, bytes, cudaMemcpyDeviceToHost, st), "d2h");
+          cuda_ok(cudaStreamSynchronize(st), "sync");
+          double worst = 0;
+          for (std::size_t e = 0; e < a.size(); ++e) {
+            const float fa = __uint_as_float_host(std::uint32_t(a[e]) << 16);
+            const float fb = __uint_as_float_host(std::uint32_t(b2[e]) << 16);
+            worst = std::max(worst, double(std::fabs(fa - fb)) / std::max(1.0, double(std::fabs(fa))));
+          }
+          std::printf("rms_tma%d %s: max |tma - rms_norm| / max(1, |y|) = %.3g (bf16 eps 0.0078)\n",
+                      v ? 4 : 2, label, worst);
+        }
+      }
     }
     for (auto x : xs) cudaFree(x);
     cudaFree(res);

@@ -344,6 +344,56 @@ template <class T, NormKind K, int W, bool SmemGrads>
 inline constexpr int kRegsMinBlocks =
     (SmemGrads || !kHasGrads<K>) && sizeof(T) == 2 && W * sizeof(T) == 16 ? 2 : 1;
 
+// GridReduce (v9): the dw/db partial rows of every group summed by the row kernel itself, after
+// a grid-wide barrier (a cooperative launch: all groups are resident by construction), instead
+// of by bwd_grad_reduce. Column tile b (cw columns of one gradient) goes to block b (the host
+// sees to tiles ≤ blocks); in it thread (j, c) loads groups j, j + slices, … of column c
+// (slices = threads / cw, at most kGridAcc of them: one round of loads), adds them pairwise,
+// and the slices are added in a fixed tree: the order is a function of the shape and the
+// launch, so repeated calls give the same bits. The partial rows were written by other SMs:
+// read through L2 (ld.cg), not L1. red: (threads + threads / cw) floats of shared memory.
+constexpr int kGridAcc = 32;
+
+template <class T>
+__device__ __forceinline__ void grid_reduce_grads(const NormBackwardArgs& a, const float* part_w,
+                                                  const float* part_b, int cw, float* red) {
+  const float* p0 = a.dweight ? part_w : part_b;
+  void* o0 = a.dweight ? a.dweight : a.dbias;
+  const float* p1 = a.dweight && a.dbias ? part_b : nullptr;
+  void* o1 = a.dweight && a.dbias ? a.dbias : nullptr;
+  const int t = threadIdx.x, slices = int(blockDim.x) / cw, c = t % cw, j = t / cw;
+  const std::int64_t n = a.x.n, groups = gridDim.x, col_tiles = (n + cw - 1) / cw;
+  const std::int64_t tile = blockIdx.x;
+  if (tile < col_tiles * (p1 ? 2 : 1)) {
+    const bool second = tile >= col_tiles;
+    const float* part = second ? p1 : p0;
+    const std::int64_t i = (second ? tile - col_tiles : tile) * cw + c;
+    float acc[kGridAcc];
+#pragma unroll
+    for (int k = 0; k < kGridAcc; ++k) acc[k] = 0.f;
+    if (i < n)
+#pragma unroll
+      for (int k = 0; k < kGridAcc; ++k)
+        if (j + k * slices < groups) acc[k] = __ldcg(part + (j + k * slices) * n + i);
+#pragma unroll
+    for (int w = 1; w < kGridAcc; w <<= 1)
+#pragma unroll
+      for (int k = 0; k < kGridAcc; k += 2 * w) acc[k] += acc[k + w];
+    red[j * (cw + 1) + c] = acc[0];
+    for (int m = slices; m > 1;) {  // slices [h, m) onto [0, m − h): a fixed tree
+      const int h = (m + 1) / 2;
+      __syncthreads();
+      if (j < m - h) red[j * (cw + 1) + c] += red[(j + h) * (cw + 1) + c];
+      m = h;
+    }
+    if (j == 0 && i < n) {
+      void* out = second ? o1 : o0;
+      if (a.grad_dtype == DType::f32) static_cast<float*>(out)[i] = red[c];
+      else static_cast<T*>(out)[i] = from_f32<T>(red[c]);
+    }
+  }
+}
+
 // Lean: the v4 arithmetic (block_sum, 1/n once, rsqrtf); !Lean: v0 as measured in runs C/D
 // (block_reduce, IEEE divisions and sqrt per row and thread), kept for the comparison
 // (SIXFOLD_NORM_BWD_KERNEL=regs0) until a GPU run has timed both.
@@ -354,11 +404,12 @@ inline constexpr int kRegsMinBlocks =
 // Prefetch: row r + 1's packs are loaded into registers when row r starts, so each row's loads
 // wait behind the previous row's work instead of starting after it.
 template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = false,
-          bool Saved = false, bool Prefetch = false>
+          bool Saved = false, bool Prefetch = false, bool GridReduce = false>
 __global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
-              int cluster, float inv_n) {
+              int cluster, float inv_n, int reduce_cw) {
   static_assert(!Saved || kHasGrads<K>);
+  static_assert(!GridReduce || (kHasGrads<K> && !SmemGrads));
   // Two of each scratch array, alternating by row: a row's array is written again only two rows
   // later, after every thread has passed the next row's barrier (so has read it).
   __shared__ Sums<1> s1[2][32];
@@ -639,6 +690,11 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     }
     if (part_w) store_partial<S, W>(part_w + blockIdx.x * a.x.n + t * W, p, dw, ok);
     if (part_b) store_partial<S, W>(part_b + blockIdx.x * a.x.n + t * W, p, db, ok);
+    if constexpr (GridReduce) {
+      __shared__ float red[kRegsThreads + kRegsThreads / 8];
+      cooperative_groups::this_grid().sync();  // every partial row written and visible
+      grid_reduce_grads<T>(a, part_w, part_b, reduce_cw, red);
+    }
   }
 }
 
@@ -1017,6 +1073,31 @@ void reduce_grads(const NormBackwardArgs& a, const float* part_w, const float* p
 // (65.3 → 80.4); docs/perf/norm.md, session 8.
 enum class RegsVariant { pf, smem, smem1, regs, regs0 };
 
+// v9 (GridReduce) where the default kernel runs: the row kernel sums the dw/db partial rows
+// itself where every block has at most one column tile and each thread at most kGridAcc loads
+// (4096x4096: rms 16, layer 32). Elsewhere bwd_grad_reduce, a programmatic dependent whose
+// launch overlaps the row kernel's end: H200, bf16, same process, graph replay, % of copy
+// (v9 → reduce kernel): rms 4096x4096 71.2–71.4 → 68.9–69.0 with one tile a block and 16
+// loads, but with 4 tiles a block layer 16384x8192 87.0–87.1 → 88.2–88.3, and with 2 rounds of
+// 16 loads layer 4096x4096 63.9–64.5 → 63.8–63.9; 65536x1024 (2112 one-warp groups: 264 loads a
+// thread) never qualifies. Dev hook, read per call: SIXFOLD_NORM_BWD_REDUCE=kernel → always
+// bwd_grad_reduce.
+
+bool grid_reduce_from_env() {
+  const char* e = std::getenv("SIXFOLD_NORM_BWD_REDUCE");
+  return !(e && std::strcmp(e, "kernel") == 0);
+}
+
+// Columns per tile of grid_reduce_grads for `groups` blocks of `threads`: the fewest tiles that
+// still give every block one (8 floats = one 32-byte sector at least, 32 at most); 0 where
+// that leaves a block more than one tile or a thread more than kGridAcc loads.
+int grid_reduce_columns(std::int64_t n, std::int64_t ngrads, std::int64_t groups, int threads) {
+  int cw = 8;
+  while (cw < 32 && cw * groups < n * ngrads) cw *= 2;
+  const bool one_tile = ceil_div(n, std::int64_t(cw)) * ngrads <= groups;
+  return one_tile && ceil_div(groups, std::int64_t(threads / cw)) <= kGridAcc ? cw : 0;
+}
+
 RegsVariant regs_variant_from_env() {
   if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
     if (std::strcmp(e, "smem") == 0) return RegsVariant::smem;
@@ -1045,6 +1126,11 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     std::size_t smem = 0;
     int cluster = 1;  // v6: the smem variant's blocks in clusters of kGradCluster
     const RegsVariant v = regs_variant_from_env();
+    decltype(kernel) fused = nullptr;  // v9: the default kernel with GridReduce
+    if constexpr (kHasGrads<K> && W > 1) {
+      if (v == RegsVariant::pf)
+        fused = bwd_rows_regs<T, K, SR, W, true, false, Saved, sizeof(T) == 2, true>;
+    }
     if constexpr (kHasGrads<K> && sizeof(T) == 2 && W > 1) {  // f32 and scalar rows: always v4
       if (v == RegsVariant::pf) kernel = bwd_rows_regs<T, K, SR, W, true, false, Saved, true>;
       if (v == RegsVariant::smem || v == RegsVariant::smem1) {
@@ -1091,13 +1177,26 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     const std::int64_t per_group = ceil_div(rows, groups);
     groups = ceil_div(ceil_div(rows, per_group), cluster) * cluster;  // whole clusters
     const std::int64_t parts = groups / cluster;  // partial rows of dw (and db)
+    // v9: a cooperative launch (the grid barrier needs every block resident: groups ≤ the
+    // fused kernel's own capacity, checked, as its registers may differ).
+    int reduce_cw = 0;
+    if (fused && grads && cluster == 1 && grid_reduce_from_env() &&
+        groups <= std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(fused), threads, smem, device)) * sms)
+      reduce_cw = grid_reduce_columns(n, ngrads, groups, threads);
+    if (reduce_cw) {
+      kernel = fused;
+      attr[0].id = cudaLaunchAttributeCooperative;
+      attr[0].val.cooperative = 1;
+      cfg.numAttrs = 1;
+    }
     Workspace ws(grads ? std::size_t(parts * n * ngrads) * sizeof(float) : 0, stream, kWhere);
     float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
     float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? parts * n : 0) : nullptr;
     cfg.gridDim = dim3(unsigned(groups));
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, part_w, part_b, per_group, cluster, 1.0f / float(n)),
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, part_w, part_b, per_group, cluster, 1.0f / float(n),
+                                  reduce_cw),
                kWhere);
-    if (grads) reduce_grads<T>(a, part_w, part_b, parts, stream);
+    if (grads && !reduce_cw) reduce_grads<T>(a, part_w, part_b, parts, stream);
     return;
   }
   const std::int64_t chunks = ceil_div(n, kChunk);
