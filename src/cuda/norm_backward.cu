@@ -32,8 +32,10 @@
 //                   (per row: chunk states merged in chunk order, then the coefficients) →
 //                   bwd_rows_coef (dx, column chunks × row groups): x and dy are read twice.
 // dw/db: each row group writes its (n) partial sums; bwd_grad_reduce adds the groups in index
-// order. The groups depend only on the shape and the device's SM count and occupancy, so
-// repeated calls give identical bits (no atomics anywhere).
+// order, or (v9, rows ≤ 8192 where each block's share is one column tile) the row kernel's own
+// blocks add them after a grid barrier, in a fixed tree. The groups depend only on the shape
+// and the device's SM count and occupancy, so repeated calls give identical bits (no atomics
+// anywhere).
 //
 // In place (dx == dy or dx == x) is safe: each element of dx is written by the thread that read
 // that element of x and dy, after it read them (the long-row stats kernels finish first).
