@@ -28,6 +28,8 @@
 #   torch-sscan  the Python selective-scan tests (GPU required) and bench/torch_selective_scan.py
 #             (TORCH_ARGS), the extension built as for `torch`
 #   racecheck-sscan  compute-sanitizer racecheck on test_selective_scan's small CUDA cases
+#   pytest    python tests (PYTESTS, default test_torch_autograd.py test_norm_backward.py
+#             test_frameworks.py) with the GPU required, the extension built as for `torch`
 #   torch     bench/torch_norm.py (sixfold's Python wrapper beside PyTorch eager, the unfused
 #             chain and torch.compile, same process; TORCH_ARGS, default all families and shapes),
 #             the extension built here by dev/build_pymod.sh against AB_BIN/libsixfold.a.xz
@@ -228,5 +230,18 @@ if want torch-sscan; then  # bench/torch_selective_scan.py and the Python select
     >"$out/torch_sscan.txt" 2>&1
   echo "torch rc=$?" | tee -a "$out/summary.txt"
   cut -c1-170 "$out/torch_sscan.txt" | tee -a "$out/summary.txt"
+fi
+if want pytest; then  # Python tests (PYTESTS, default the norms' autograd and backward, frameworks), GPU required
+  if [[ ! -d /tmp/sfpy/sixfold ]]; then
+    xz -dc "$bin/libsixfold.a.xz" >/tmp/libsixfold.a &&
+      dev/build_pymod.sh /tmp/libsixfold.a /tmp/sfpy >"$out/pybuild.log" 2>&1
+    echo "pybuild rc=$?" | tee -a "$out/summary.txt"
+  fi
+  el "pytest ${PYTESTS:-test_torch_autograd.py test_norm_backward.py test_frameworks.py}"
+  # shellcheck disable=SC2086
+  (cd python/tests && SIXFOLD_REQUIRE_GPU=1 PYTHONPATH=/tmp/sfpy timeout 400 python3 -m pytest -q \
+    ${PYTESTS:-test_torch_autograd.py test_norm_backward.py test_frameworks.py}) >"$out/pytest.txt" 2>&1
+  echo "pytest rc=$?" | tee -a "$out/summary.txt"
+  tail -5 "$out/pytest.txt" | tee -a "$out/summary.txt"
 fi
 el "done"
