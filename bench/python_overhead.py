@@ -61,7 +61,8 @@ def cuda_call_rows():
         return best
 
     stream = sixfold._stream(q, None)
-    return {
+    rows = norm_train_rows(torch, F, host_us)
+    return rows | {
         "sixfold.attention(q, k, v, out=out)": host_us(lambda: sixfold.attention(q, k, v, out=out)),
         "sixfold._C.attention (binding only)": host_us(
             lambda: sixfold._C.attention(q, k, v, out, None, 0.0, False, -1, -1, stream)),
@@ -70,6 +71,36 @@ def cuda_call_rows():
         "q.__dlpack__()": host_us(lambda: q.__dlpack__()),
         "F.scaled_dot_product_attention(enable_gqa)": host_us(
             lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
+    }
+
+
+def norm_train_rows(torch, F, host_us):
+    """Host time of an RMSNorm training step on a tiny bf16 CUDA tensor (8 x 1024): the kernels
+    are ~µs, so this is what a step pays on the host — sixfold.torch's autograd path, its parts,
+    and F.rms_norm's."""
+    import sixfold.torch as st
+
+    x = torch.randn(8, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.ones(1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn_like(x)
+    xd, wd = x.detach(), w.detach()
+    out, rstd = torch.empty_like(xd), torch.empty(8, device="cuda")
+    dx, dw = torch.empty_like(xd), torch.empty_like(wd)
+    s = sixfold._stream(xd, None)
+    return {
+        "norm step: sixfold.torch.rms_norm fwd+bwd": host_us(
+            lambda: torch.autograd.grad(st.rms_norm(x, w, 1e-6), (x, w), dy)),
+        "norm step: torch.ops.sixfold.rms_norm fwd+bwd": host_us(
+            lambda: torch.autograd.grad(torch.ops.sixfold.rms_norm(x, w, 1e-6), (x, w), dy)),
+        "norm step: F.rms_norm fwd+bwd": host_us(lambda: torch.autograd.grad(F.rms_norm(x, (1024,), w, 1e-6),
+                                                                          (x, w), dy)),
+        "norm: sixfold._C.rms_norm (binding, 4 arrays)": host_us(
+            lambda: sixfold._C.rms_norm(xd, wd, out, 1e-6, s, rstd)),
+        "norm: sixfold._C.rms_norm_backward (binding, 6 arrays)": host_us(
+            lambda: sixfold._C.rms_norm_backward(dy, xd, wd, dx, dw, 1e-6, s, rstd)),
+        "norm: sixfold._C.rms_norm_backward without dweight": host_us(
+            lambda: sixfold._C.rms_norm_backward(dy, xd, wd, dx, None, 1e-6, s, rstd)),
+        "norm: F.rms_norm forward": host_us(lambda: F.rms_norm(xd, (1024,), wd, 1e-6)),
     }
 
 

@@ -13,8 +13,11 @@ Families (--only, default all):
             F.rms_norm / F.layer_norm / torch.softmax, eager and under torch.compile (only the
             backward is timed: torch.autograd.grad on a retained graph). Like autograd's, sixfold's
             rms / layer backward reads the row statistics its forward saved (stats=True)
+  train     forward + backward through autograd (torch.autograd.grad for a given dy):
+            sixfold.torch's differentiable ops against F.* eager and under torch.compile
+            (not in the default set: --only train)
 
-    python3 bench/torch_norm.py [--json] [--only forward,add,backward] [--shapes 4096x4096,...]
+    python3 bench/torch_norm.py [--json] [--only forward,add,backward,train] [--shapes 4096x4096,...]
                                 [--batch 8] [--graph]
 """
 import argparse
@@ -195,6 +198,38 @@ def run_backward(rows, r, n, xs, w, b):
         del impls
 
 
+def run_train(rows, r, n, xs, w, b):
+    """Forward + backward through autograd (torch.autograd.grad of the op's output for a given dy,
+    as a training step runs it): sixfold.torch's differentiable ops against F.* eager and under
+    torch.compile. GB/s counts x and y (forward) and x, dy, dx (backward): 5 tensors."""
+    import sixfold.torch as st
+
+    shape = (n,)
+    dys = [torch.randn_like(x) for x in xs]
+    ops = {
+        "rms_norm": (lambda x, w_, b_: st.rms_norm(x, w_, 1e-6), lambda x, w_, b_: F.rms_norm(x, shape, w_, 1e-6)),
+        "layer_norm": (lambda x, w_, b_: st.layer_norm(x, w_, b_, 1e-5),
+                       lambda x, w_, b_: F.layer_norm(x, shape, w_, b_, 1e-5)),
+        "softmax": (lambda x, w_, b_: st.softmax(x), lambda x, w_, b_: torch.softmax(x, -1)),
+    }
+    nbytes = 5 * r * n * 2
+    for op, (ours, peer) in ops.items():
+        wa, ba = w.detach().requires_grad_(), b.detach().requires_grad_()
+        params = () if op == "softmax" else ((wa,) if op == "rms_norm" else (wa, ba))
+        items = [(x.detach().requires_grad_(), dy) for x, dy in zip(xs, dys)]
+        res = {}
+        for name, f in (("sixfold.torch autograd", ours), ("torch eager autograd", peer),
+                        ("torch.compile autograd", torch.compile(peer, dynamic=False))):
+            res[name] = time_ms(lambda it: torch.autograd.grad(f(it[0], wa, ba), (it[0],) + params, it[1]), items,
+                                graph=False)
+        for name, ms in res.items():
+            rows.append({"op": op + "_train", "shape": f"{r}x{n}", "impl": name, "median_ms": ms,
+                         "gbps": nbytes / ms / 1e6})
+        best_peer = min(v for k, v in res.items() if not k.startswith("sixfold"))
+        rows.append({"op": op + "_train", "shape": f"{r}x{n}", "impl": "ratio sixfold/best peer",
+                     "median_ms": None, "gbps": best_peer / res["sixfold.torch autograd"]})
+
+
 def main():
     global BATCH, GRAPH
     # Each shape compiles its own static graph: with automatic dynamic shapes, torch.compile
@@ -245,6 +280,8 @@ def main():
             run_add(rows, r, n, xs, w, b)
         if "backward" in families:
             run_backward(rows, r, n, xs, w, b)
+        if "train" in families:
+            run_train(rows, r, n, xs, w, b)
         del xs
         torch.cuda.empty_cache()
     if args.json:
