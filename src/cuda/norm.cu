@@ -790,6 +790,9 @@ norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::i
   T* sum = kAdd ? sum_row<T, kAdd>(a, row) + lo : nullptr;
   const int t = threadIdx.x;
   const typename St::Monoid m;
+  // The rewrite may be scheduled now: its blocks take the slots this grid's last wave leaves,
+  // load their first x, and wait (griddepcontrol.wait) for this grid's states.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   State acc = m.identity();
   for (std::int64_t c0 = 0; c0 < len; c0 += kSweep) {
     const Sweep sw(c0 + t * W, len, 0);
@@ -838,6 +841,18 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   const std::int64_t lo = j * chunk, len = std::min(chunk, a.x.n - lo);
   const int t = threadIdx.x, lane = t & 31;
   const typename St::Monoid m;
+  const T* src = kAdd ? sum_row<T, kAdd>(a, row) + lo
+                      : static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;
+  const auto load_sweep = [&](const Sweep& sw, P (&r)[S]) {  // all loads in flight first
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (kStride * s < sw.rem) r[s] = P::load(src + sw.base + kStride * s);
+  };
+  // Launched as a programmatic dependent of the fold: x does not depend on it, so the first
+  // sweep of x is loaded before waiting for the fold's states (s, with the add, is its output).
+  P first[S];
+  if constexpr (!kAdd) load_sweep(Sweep(t * W, len, 0), first);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   // The row's state: lane l folds chunks l, l + 32, ... in order, then the lanes in lane order;
   // every warp of every block of the row computes the same bits.
   State part = m.identity();
@@ -849,17 +864,18 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
       if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
     }
   }
-  const T* src = kAdd ? sum_row<T, kAdd>(a, row) + lo
-                      : static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride + lo;
   const T* w = a.weight ? static_cast<const T*>(a.weight) + lo : nullptr;
   const T* b = a.bias ? static_cast<const T*>(a.bias) + lo : nullptr;
   for (std::int64_t c0 = 0; c0 < len; c0 += kSweep) {
     const Sweep sw(c0 + t * W, len, 0);
     P r[S];
+    if (!kAdd && c0 == 0) {
 #pragma unroll
-    for (int s = 0; s < S; ++s)  // all loads in flight first
-      if (kStride * s < sw.rem) r[s] = P::load(src + sw.base + kStride * s);
+      for (int s = 0; s < S; ++s) r[s] = first[s];
+    } else {
+      load_sweep(sw, r);
+    }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       if (kStride * s >= sw.rem) continue;
@@ -878,7 +894,8 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
 
 // Dev switches for side-by-side timing, SIXFOLD_NORM_FWD=<names>: "cw=N" — N blocks per long
 // row; "chunks=N" — about N chunks per row on the split path (each at least 8192 elements);
-// "nopfw" — no prefetches on the long-row path; "verbose" — the long-row launch shape and
+// "nopfw" — no prefetches on the long-row path; "nopdl" — the split path's rewrite launched
+// plainly, not as a programmatic dependent of its fold; "verbose" — the long-row launch shape and
 // how many of its clusters are resident at once, on stderr.
 const char* fwd_dev_flags() {
   static const char* const flags = std::getenv("SIXFOLD_NORM_FWD");
@@ -976,9 +993,10 @@ void launch_split(const NormArgs& a, cudaStream_t stream, int device) {
     const auto blocks = unsigned(b.x.rows * chunks);
     norm_split_fold<T, K, S, W, kAdd><<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
     check_cuda(cudaGetLastError(), kWhere);
-    norm_split_rewrite<T, K, S, W, kAdd, kStats>
-        <<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
-    check_cuda(cudaGetLastError(), kWhere);
+    // A programmatic dependent of the fold (dev flag "nopdl": a plain launch).
+    parallel::cuda::launch_dependent(norm_split_rewrite<T, K, S, W, kAdd, kStats>, dim3(blocks),
+                                     dim3(kSplitBlock), 0, stream, !fwd_dev_flag("nopdl"), kWhere, b,
+                                     states, chunks, chunk);
   });
 }
 
