@@ -14,7 +14,7 @@
 #             alternating, two rounds
 #   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
 #             naive rows skipped), old and new alternating, two rounds
-#   norm-fwd  the same for the forward and fused-add rows
+#   norm-fwd  the same for the forward and fused-add rows (shapes: FWD_AB_SHAPES)
 #   fwd-vars  test_norm (and memcheck) with each SIXFOLD_NORM_FWD of FWD_VARS (default s8), then
 #             the forward and fused-add rows, default vs each, on FWD_SHAPES (default 65536x1024)
 #   norm-all  every norm row of the new CLI (CUDA graph rows included), first three shapes
@@ -109,9 +109,9 @@ if want norm; then check test_norm; check test_norm_backward; fi
 want sscan-ab && ab sscan SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} -- selective_scan --backend cuda --seconds 0.5
 want decode && ab decode SIXFOLD_SSCAN_CASES=decode -- selective_scan --backend cuda --seconds 0.5
 want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
-  SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
+  SIXFOLD_NORM_SHAPES=${FWD_AB_SHAPES:-16384x8192,4096x4096,65536x1024} -- norm --backend cuda --seconds 0.25
 want norm-fwd && ab norm_fwd SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 \
-  SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 -- norm --backend cuda --seconds 0.25
+  SIXFOLD_NORM_SHAPES=${FWD_AB_SHAPES:-16384x8192,4096x4096,65536x1024} -- norm --backend cuda --seconds 0.25
 
 if want fwd-vars; then  # forward / fused add of the new CLI: default vs each SIXFOLD_NORM_FWD in FWD_VARS
   for v in ${FWD_VARS:-s8}; do

@@ -21,8 +21,11 @@
 //                                   g = 32: a kernel with the width a constant, one row a block
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
-//   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) and add_rms_norm's long rows:
-//                                   two kernels, chunk states then the rewrite (x re-read)
+//   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) of rms and the fused adds, and
+//                                   add_rms_norm's long rows: two kernels, chunk states then the
+//                                   rewrite (x re-read); layer / softmax rows of ≥ 16 slices:
+//                                   norm_rows_cluster's grid form (blocks of a row meet across a
+//                                   grid barrier; a cooperative launch)
 //   norm_rows_cluster  longer       a cluster of 1..16 blocks per row (slices ≤ 128 KB; with
 //                                   the residual add ≤ 64 KB); each block folds its slice,
 //                                   caching up to 104 KB of it in shared memory; the cluster
@@ -638,9 +641,28 @@ struct Sweep {
 
 // Block `rank` of the row's cluster owns elements [rank·slice, rank·slice + slice) ∩ [0, n), and
 // caches the first `cached` of them (both multiples of W) in dynamic shared memory.
-template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
+// A row state written by another SM, read through L2 (ld.cg), word by word.
+template <class State>
+__device__ __forceinline__ State load_state_l2(const State* p) {
+  static_assert(sizeof(State) % 4 == 0);
+  State s;
+  const auto* src = reinterpret_cast<const unsigned*>(p);
+  auto* dst = reinterpret_cast<unsigned*>(&s);
+#pragma unroll
+  for (int i = 0; i < int(sizeof(State) / 4); ++i) dst[i] = __ldcg(src + i);
+  return s;
+}
+
+// kGrid: the same kernel without clusters, for rows too long for a cluster's shared memory (the
+// split path's shapes, e.g. 32×1048576 bf16): `grid_blocks` consecutive blocks share a row, the
+// grid is resident at once (a cooperative launch), and the blocks' states meet in global memory
+// (grid_states) across a grid barrier instead of through distributed shared memory. x is read
+// once, its slices' heads cached in shared memory and their tails, read last, re-read newest
+// first while L2 still holds them — where the split path reads all of x twice.
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, bool kGrid = false>
 __global__ void __launch_bounds__(kClusterBlock, 2)
-norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool prefetch) {
+norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool prefetch,
+                  typename Stats<K>::State* grid_states, int grid_blocks) {
   using St = Stats<K>;
   using State = typename St::State;
   using P = Pack<T, W>;
@@ -655,7 +677,8 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   __shared__ State block_state;
   T* cache = reinterpret_cast<T*>(cache_words);
   const cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
+  const unsigned blocks = kGrid ? unsigned(grid_blocks) : cluster.num_blocks();
+  const unsigned rank = kGrid ? blockIdx.x % blocks : cluster.block_rank();
   const std::int64_t row = blockIdx.x / blocks, n = a.x.n;
   const std::int64_t lo = std::min<std::int64_t>(rank * slice, n);
   const std::int64_t len = std::min<std::int64_t>(slice, n - lo);
@@ -714,51 +737,64 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   // Row state: warps, then this block, then the cluster's blocks in rank order (every warp of
   // every block computes the same bits).
   acc = block_reduce(acc, m, warp_states);
-  if (t == 0) block_state = acc;
-  cluster.sync();
   const int lane = t & 31;
-  const State part = lane < int(blocks) ? *cluster.map_shared_rank(&block_state, lane)
-                                        : m.identity();
-  const State total = group_reduce(part, 32, m);
-  auto read_done = cluster.barrier_arrive();  // block_state must outlive the other blocks' reads
-  const Coef c = St::coef(total, n, a.eps);
-  if constexpr (kStats) {  // the row's statistics, where asked
-    if (rank == 0 && t == 0) {
-      if (a.rstd) a.rstd[row] = c.a;
-      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
-    }
+  State part = m.identity();
+  if constexpr (kGrid) {
+    if (t == 0) grid_states[blockIdx.x] = acc;
+    cg::this_grid().sync();
+    if (lane < int(blocks)) part = load_state_l2(grid_states + row * blocks + lane);
+  } else {
+    if (t == 0) block_state = acc;
+    cluster.sync();
+    if (lane < int(blocks)) part = *cluster.map_shared_rank(&block_state, lane);
   }
+  const State total = group_reduce(part, 32, m);
+  const auto rewrite_row = [&] {
+    const Coef c = St::coef(total, n, a.eps);
+    if constexpr (kStats) {  // the row's statistics, where asked
+      if (rank == 0 && t == 0) {
+        if (a.rstd) a.rstd[row] = c.a;
+        if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
+      }
+    }
 
-  // Rewrite, newest chunks first: the uncached tail was read last, so it is likeliest in L2.
-  // `prefetch`: the chunk's weight / bias lines and its uncached x asked into L1 first (no
-  // registers), so that the one-pack-at-a-time loads below do not wait on L2 in turn.
-  for (std::int64_t c0 = (len - 1) / kChunk * kChunk; c0 >= 0 && len > 0; c0 -= kChunk) {
-    const Sweep sw(c0 + t * W, len, cached);
-    if (use_prefetch) {
+    // Rewrite, newest chunks first: the uncached tail was read last, so it is likeliest in L2.
+    // `prefetch`: the chunk's weight / bias lines and its uncached x asked into L1 first (no
+    // registers), so that the one-pack-at-a-time loads below do not wait on L2 in turn.
+    for (std::int64_t c0 = (len - 1) / kChunk * kChunk; c0 >= 0 && len > 0; c0 -= kChunk) {
+      const Sweep sw(c0 + t * W, len, cached);
+      if (use_prefetch) {
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          if (kStride * s >= sw.rem) continue;
+          const std::int64_t i = sw.base + kStride * s;
+          if ((K == NormKind::rms || K == NormKind::layer) && w)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(w + i));
+          if (K == NormKind::layer && b) asm volatile("prefetch.global.L1 [%0];" ::"l"(b + i));
+          if (kStride * s >= sw.rem_cached) asm volatile("prefetch.global.L1 [%0];" ::"l"(src + i));
+        }
+      }
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         if (kStride * s >= sw.rem) continue;
         const std::int64_t i = sw.base + kStride * s;
-        if ((K == NormKind::rms || K == NormKind::layer) && w)
-          asm volatile("prefetch.global.L1 [%0];" ::"l"(w + i));
-        if (K == NormKind::layer && b) asm volatile("prefetch.global.L1 [%0];" ::"l"(b + i));
-        if (kStride * s >= sw.rem_cached) asm volatile("prefetch.global.L1 [%0];" ::"l"(src + i));
+        const P r = kStride * s < sw.rem_cached ? P::load(cache + i) : P::load(src + i);
+        float v[W], wv[W], bv[W], o[W];
+        r.unpack(v);
+        load_affine<T, K, W>(w, b, i, wv, bv);
+#pragma unroll
+        for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[k], c, wv[k], bv[k]);
+        P::pack(o).store_streaming(y + i);
       }
     }
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      if (kStride * s >= sw.rem) continue;
-      const std::int64_t i = sw.base + kStride * s;
-      const P r = kStride * s < sw.rem_cached ? P::load(cache + i) : P::load(src + i);
-      float v[W], wv[W], bv[W], o[W];
-      r.unpack(v);
-      load_affine<T, K, W>(w, b, i, wv, bv);
-#pragma unroll
-      for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[k], c, wv[k], bv[k]);
-      P::pack(o).store_streaming(y + i);
-    }
+  };
+  if constexpr (kGrid) {
+    rewrite_row();
+  } else {
+    auto read_done = cluster.barrier_arrive();  // block_state must outlive the other blocks' reads
+    rewrite_row();
+    cluster.barrier_wait(std::move(read_done));
   }
-  cluster.barrier_wait(std::move(read_done));
 }
 
 // ---- Long rows, split over two kernels --------------------------------------------------------
@@ -895,7 +931,8 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
 // Dev switches for side-by-side timing, SIXFOLD_NORM_FWD=<names>: "cw=N" — N blocks per long
 // row; "chunks=N" — about N chunks per row on the split path (each at least 8192 elements);
 // "nopfw" — no prefetches on the long-row path; "nopdl" — the split path's rewrite launched
-// plainly, not as a programmatic dependent of its fold; "verbose" — the long-row launch shape and
+// plainly, not as a programmatic dependent of its fold; "nogrid" / "gridall" — see launch_rows;
+// "verbose" — the long-row launch shape and
 // how many of its clusters are resident at once, on stderr.
 const char* fwd_dev_flags() {
   static const char* const flags = std::getenv("SIXFOLD_NORM_FWD");
@@ -1053,8 +1090,56 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   const bool prefetch = cached < slice && !fwd_dev_flag("nopfw");
   for_row_batches<T>(a, kMaxGrid / c, [&](const NormArgs& b) {
     cfg.gridDim = dim3(unsigned(b.x.rows * c));
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached, prefetch), kWhere);
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached, prefetch,
+                                  static_cast<typename Stats<K>::State*>(nullptr), 0),
+               kWhere);
   });
+}
+
+// The grid form of norm_rows_cluster for the split path's long rows: as many blocks per row as
+// the device holds at once (up to 32), all resident, one cooperative launch per batch of rows.
+// False (nothing launched) where fewer than 2 blocks per row would fit.
+template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
+bool launch_grid_rows(const NormArgs& a, cudaStream_t stream, int device) {
+  using State = typename Stats<K>::State;
+  const auto kernel = norm_rows_cluster<T, K, S, W, kAdd, kStats, true>;
+  static std::atomic<std::uint64_t> configured{0};
+  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+  if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCacheBytes)),
+               kWhere);
+    configured.fetch_or(bit, std::memory_order_release);
+  }
+  int sms = 0, per_sm = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const std::int64_t n = a.x.n, cap_elems = kCacheBytes / std::int64_t(sizeof(T));
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kClusterBlock,
+                                                           std::size_t(kCacheBytes)),
+             kWhere);
+  const std::int64_t capacity = std::int64_t(per_sm) * sms;
+  const std::int64_t per_row = std::min<std::int64_t>({32, capacity / std::max<std::int64_t>(a.x.rows, 1),
+                                                       ceil_div(n, W)});
+  if (per_row < 2) return false;
+  const std::int64_t slice = ceil_div(ceil_div(n, per_row), W) * W;
+  const std::int64_t cached = std::min<std::int64_t>(slice, cap_elems);
+  const int bpr = int(ceil_div(n, slice));
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kClusterBlock);
+  cfg.dynamicSmemBytes = std::size_t(cached) * sizeof(T);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const bool prefetch = cached < slice && !fwd_dev_flag("nopfw");
+  for_row_batches<T>(a, capacity / bpr, [&](const NormArgs& b) {
+    parallel::cuda::detail::Scratch ws(std::size_t(b.x.rows * bpr) * sizeof(State), stream, kWhere);
+    cfg.gridDim = dim3(unsigned(b.x.rows * bpr));
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, b, slice, cached, prefetch, static_cast<State*>(ws.get()), bpr),
+               kWhere);
+  });
+  return true;
 }
 
 template <class T, NormKind K, int W, bool kAdd, bool kStats>
@@ -1133,8 +1218,20 @@ template <class T, NormKind K, int W, bool kAdd, bool kStats>
 void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   constexpr int S = W > 1 ? 4 : 16;
   if (a.x.n <= 1024 * S * W) return launch_register_rows<T, K, W, kAdd, kStats>(a, stream);
-  if (long_rows_split<T, K, kAdd>(a.x.n))
-    return launch_split<T, K, S, W, kAdd, kStats>(a, stream, device);
+  // Rows past a cluster's reach: the grid form of the cluster kernel for LayerNorm and the
+  // softmax kinds, the split path for RMSNorm. H200, bf16, 32x1048576, same process, two rounds,
+  // % of copy in graph replay (per call), grid against split: softmax 59.1-59.3 (49.8-53.6)
+  // against 53.3 (48.6-48.7), layer 47.4-47.5 (41.6-42.9) against 45.1-45.2 (41.6-41.8), rms
+  // 58.3-58.9 (50.7-52.8) against 59.6-60.0 (53.5-54.4); the fused adds keep the split path.
+  // Dev flags: "nogrid" — the split path there too; "gridall" — the grid form for every long row
+  // of every kind (for tests).
+  const bool split = long_rows_split<T, K, kAdd>(a.x.n);
+  const bool grid = fwd_dev_flag("gridall") ||
+                    (K != NormKind::rms && split && a.x.n * std::int64_t(sizeof(T)) >= kMaxCluster * kSliceBytes);
+  if (!kAdd && grid && !fwd_dev_flag("nogrid") && !fwd_dev_flag("split") &&
+      launch_grid_rows<T, K, S, W, kAdd, kStats>(a, stream, device))
+    return;
+  if (split) return launch_split<T, K, S, W, kAdd, kStats>(a, stream, device);
   launch_cluster<T, K, S, W, kAdd, kStats>(a, stream, device);
 }
 
