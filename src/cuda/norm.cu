@@ -1222,9 +1222,9 @@ void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   // softmax kinds, the split path for RMSNorm. H200, bf16, 32x1048576, same process, two rounds,
   // % of copy in graph replay (per call), grid against split: softmax 59.1-59.3 (49.8-53.6)
   // against 53.3 (48.6-48.7), layer 47.4-47.5 (41.6-42.9) against 45.1-45.2 (41.6-41.8), rms
-  // 58.3-58.9 (50.7-52.8) against 59.6-60.0 (53.5-54.4); the fused adds keep the split path.
-  // Dev flags: "nogrid" — the split path there too; "gridall" — the grid form for every long row
-  // of every kind (for tests).
+  // 58.3-58.9 (50.7-52.8) against 59.6-60.0 (53.5-54.4). The fused adds keep the split path
+  // (through the grid form: add_layer 66.0 -> 64.0-64.5, add_rms 74 -> 59). Dev flags: "nogrid" —
+  // the split path there too; "gridall" — the grid form for every long row without the add (tests).
   const bool split = long_rows_split<T, K, kAdd>(a.x.n);
   const bool grid = fwd_dev_flag("gridall") ||
                     (K != NormKind::rms && split && a.x.n * std::int64_t(sizeof(T)) >= kMaxCluster * kSliceBytes);
