@@ -639,8 +639,6 @@ struct Sweep {
   }
 };
 
-// Block `rank` of the row's cluster owns elements [rank·slice, rank·slice + slice) ∩ [0, n), and
-// caches the first `cached` of them (both multiples of W) in dynamic shared memory.
 // A row state written by another SM, read through L2 (ld.cg), word by word.
 template <class State>
 __device__ __forceinline__ State load_state_l2(const State* p) {
@@ -653,6 +651,8 @@ __device__ __forceinline__ State load_state_l2(const State* p) {
   return s;
 }
 
+// Block `rank` of the row's cluster owns elements [rank·slice, rank·slice + slice) ∩ [0, n), and
+// caches the first `cached` of them (both multiples of W) in dynamic shared memory.
 // kGrid: the same kernel without clusters, for rows too long for a cluster's shared memory (the
 // split path's shapes, e.g. 32×1048576 bf16): `grid_blocks` consecutive blocks share a row, the
 // grid is resident at once (a cooperative launch), and the blocks' states meet in global memory
