@@ -9,9 +9,10 @@ custom ops: rms_norm_backward, layer_norm_backward, softmax_backward, log_softma
 training loops and torch.compile'd backward graphs run them. rms_norm, layer_norm and the fused
 adds are composite ops over *_stats ops, which also return the f32 row statistics (rstd, and mean
 for LayerNorm: a few bytes a row) for the backward to read instead of recomputing; softmax's
-backward reads its output. dweight / dbias are summed over rows in a fixed order. bias_gelu,
-silu_gate and the scans are forward-only: autograd through them raises torch's "no autograd
-kernel" error.
+backward reads its output. dweight / dbias are summed over rows in a fixed order. bias_gelu and
+silu_gate differentiate through torch's own gelu / silu backward (sixfold has no kernels for
+those); the scans are forward-only: autograd through them raises torch's "no autograd kernel"
+error.
 
     import sixfold.torch  # registers torch.ops.sixfold.*
     y = torch.ops.sixfold.inclusive_scan(x, "sum")
@@ -488,3 +489,41 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 def log_softmax(x: torch.Tensor) -> torch.Tensor:
     """log-softmax over the last dimension (differentiable)."""
     return torch.ops.sixfold.log_softmax(x) if _compiling() else _Softmax.apply(x, True)
+
+
+# ---- The activations' gradients, in torch ops ----------------------------------------------------
+# sixfold has no backward kernels for bias_gelu and silu_gate; their gradients are torch's own
+# gelu_backward / silu_backward on the f32 pre-activation, so training through them works eagerly
+# and under torch.compile (one extra pass over the inputs, unfused).
+
+def _bias_gelu_setup(ctx, inputs, output):
+    x, bias, approximate = inputs
+    ctx.save_for_backward(x, bias)
+    ctx.approximate = approximate
+
+
+def _bias_gelu_grad(ctx, dy):
+    x, bias = ctx.saved_tensors
+    z = x.float() if bias is None else x.float() + bias.float()
+    dz = torch.ops.aten.gelu_backward(dy.float(), z, approximate=ctx.approximate)
+    dx = dz.to(x.dtype) if ctx.needs_input_grad[0] else None
+    dbias = None
+    if bias is not None and len(ctx.needs_input_grad) > 1 and ctx.needs_input_grad[1]:
+        dbias = dz.reshape(-1, dz.shape[-1]).sum(0).to(bias.dtype)
+    return dx, dbias, None
+
+
+def _silu_gate_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _silu_gate_grad(ctx, dy):
+    a, b = ctx.saved_tensors
+    af, g = a.float(), dy.float()
+    da = torch.ops.aten.silu_backward(g * b.float(), af).to(a.dtype) if ctx.needs_input_grad[0] else None
+    db = (g * torch.nn.functional.silu(af)).to(b.dtype) if ctx.needs_input_grad[1] else None
+    return da, db
+
+
+bias_gelu.register_autograd(_bias_gelu_grad, setup_context=_bias_gelu_setup)
+silu_gate.register_autograd(_silu_gate_grad, setup_context=_silu_gate_setup)

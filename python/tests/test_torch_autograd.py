@@ -185,7 +185,8 @@ def test_compiled_training_step_matches_eager(device, backend):
     def step(x, r, w, b):  # the public functions: the fast path eagerly, the custom ops when compiled
         y, s = st.add_layer_norm(x, r, w, b, 1e-5)
         z = st.rms_norm(y * 2, w, 1e-6)
-        return (st.softmax(z) * s).sum() + st.log_softmax(s).mean()
+        act = OPS.silu_gate(y, s).mean() + OPS.bias_gelu(z, b, "tanh").mean()
+        return (st.softmax(z) * s).sum() + st.log_softmax(s).mean() + act
 
     def grads(fn):
         x, r = leaf((6, 128), torch.float32, device), leaf((6, 128), torch.float32, device)
@@ -204,3 +205,26 @@ def test_compiled_training_step_matches_eager(device, backend):
     torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-4)
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(3, 5, 64), (7, 4097)])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("biased", [True, False])
+def test_bias_gelu_grads(device, dtype, shape, approximate, biased):
+    torch.manual_seed(8)
+    x = leaf(shape, dtype, device, scale=2.0)
+    b = leaf(shape[-1:], dtype, device) if biased else None
+    check(lambda x, b: OPS.bias_gelu(x, b, approximate),
+          lambda x, b: torch.nn.functional.gelu(x + b if b is not None else x, approximate=approximate),
+          [x, b], dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(3, 5, 64), (7, 4097)])
+def test_silu_gate_grads(device, dtype, shape):
+    torch.manual_seed(9)
+    a, b = leaf(shape, dtype, device, scale=3.0), leaf(shape, dtype, device)
+    check(lambda a, b: OPS.silu_gate(a, b), lambda a, b: torch.nn.functional.silu(a) * b, [a, b], dtype)
