@@ -29,6 +29,15 @@ def _stream(x: torch.Tensor) -> int:
     return _torch_stream(x) if x.is_cuda else 0
 
 
+def _u(t: torch.Tensor | None) -> torch.Tensor | None:
+    """t with unit stride in its last dimension (a copy only where it has not): torch's ops take
+    any layout, sixfold's kernels take strided rows but not strided elements (its array API
+    raises instead of copying; these torch ops copy, as torch would)."""
+    if t is None or t.is_contiguous() or t.stride(-1) == 1 or t.shape[-1] <= 1:
+        return t
+    return t.contiguous()
+
+
 @torch.library.custom_op("sixfold::inclusive_scan", mutates_args=())
 def inclusive_scan(x: torch.Tensor, op: str = "sum") -> torch.Tensor:
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -80,7 +89,7 @@ def _(x, offsets, op="sum"):
 @torch.library.custom_op("sixfold::softmax", mutates_args=())
 def softmax(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _C.softmax(x, out, _stream(x))
+    _C.softmax(_u(x), out, _stream(x))
     return out
 
 
@@ -92,7 +101,7 @@ def _(x):
 @torch.library.custom_op("sixfold::bias_gelu", mutates_args=())
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor | None = None, approximate: str = "none") -> torch.Tensor:
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _C.bias_gelu(x, bias, out, approximate, _stream(x))
+    _C.bias_gelu(_u(x), _u(bias), out, approximate, _stream(x))
     return out
 
 
@@ -104,7 +113,7 @@ def _(x, bias=None, approximate="none"):
 @torch.library.custom_op("sixfold::silu_gate", mutates_args=())
 def silu_gate(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(a, memory_format=torch.contiguous_format)
-    _C.silu_gate(a, b, out, _stream(a))
+    _C.silu_gate(_u(a), _u(b), out, _stream(a))
     return out
 
 
@@ -135,7 +144,7 @@ def rms_norm_stats(x: torch.Tensor, weight: torch.Tensor | None = None,
                    eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """(y, rstd): y = rms_norm(x, weight), rstd = 1/sqrt(mean(x²) + eps) per row (f32)."""
     out, rstd = _like(x), _row_stat(x)
-    _C.rms_norm(x, weight, out, eps, _stream(x), rstd)
+    _C.rms_norm(_u(x), _u(weight), out, eps, _stream(x), rstd)
     return out, rstd
 
 
@@ -149,7 +158,7 @@ def layer_norm_stats(x: torch.Tensor, weight: torch.Tensor | None = None, bias: 
                      eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, mean, rstd): y = layer_norm(x, weight, bias), the row mean and 1/sqrt(var + eps) (f32)."""
     out, mean, rstd = _like(x), _row_stat(x), _row_stat(x)
-    _C.layer_norm(x, weight, bias, out, eps, _stream(x), mean, rstd)
+    _C.layer_norm(_u(x), _u(weight), _u(bias), out, eps, _stream(x), mean, rstd)
     return out, mean, rstd
 
 
@@ -163,7 +172,7 @@ def add_rms_norm_stats(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
                        eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, s, rstd): s = x + residual (rounded to x's dtype), y = rms_norm(s, weight), one pass."""
     out, sum_out, rstd = _like(x), _like(x), _row_stat(x)
-    _C.add_rms_norm(x, residual, weight, out, sum_out, eps, _stream(x), rstd)
+    _C.add_rms_norm(_u(x), _u(residual), _u(weight), out, sum_out, eps, _stream(x), rstd)
     return out, sum_out, rstd
 
 
@@ -178,7 +187,7 @@ def add_layer_norm_stats(x: torch.Tensor, residual: torch.Tensor, weight: torch.
                          eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, s, mean, rstd): s = x + residual, y = layer_norm(s, weight, bias), one pass."""
     out, sum_out, mean, rstd = _like(x), _like(x), _row_stat(x), _row_stat(x)
-    _C.add_layer_norm(x, residual, weight, bias, out, sum_out, eps, _stream(x), mean, rstd)
+    _C.add_layer_norm(_u(x), _u(residual), _u(weight), _u(bias), out, sum_out, eps, _stream(x), mean, rstd)
     return out, sum_out, mean, rstd
 
 
@@ -193,7 +202,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
     """(dx, dweight) of rms_norm from dy; rstd (the forward's) is read, else recomputed."""
     dx = _like(x)
     dweight = _like(weight) if weight is not None else None
-    _C.rms_norm_backward(dy, x, weight, dx, dweight, eps, _stream(x), rstd)
+    _C.rms_norm_backward(_u(dy), _u(x), _u(weight), dx, dweight, eps, _stream(x), rstd)
     return dx, dweight if dweight is not None else _none_grad(x)
 
 
@@ -211,7 +220,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor 
     dx = _like(x)
     dweight = _like(weight) if weight is not None else None
     dbias = (weight if weight is not None else x).new_empty((x.shape[-1],)) if bias else None
-    _C.layer_norm_backward(dy, x, weight, dx, dweight, dbias, eps, _stream(x), mean, rstd)
+    _C.layer_norm_backward(_u(dy), _u(x), _u(weight), dx, dweight, dbias, eps, _stream(x), mean, rstd)
     return (dx, dweight if dweight is not None else _none_grad(x),
             dbias if dbias is not None else _none_grad(x))
 
@@ -226,7 +235,7 @@ def _(dy, x, weight=None, bias=True, eps=1e-5, mean=None, rstd=None):
 @torch.library.custom_op("sixfold::softmax_backward", mutates_args=())
 def softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     dx = _like(y)
-    _C.softmax_backward(dy, y, dx, _stream(y))
+    _C.softmax_backward(_u(dy), y, dx, _stream(y))
     return dx
 
 
@@ -238,7 +247,7 @@ def _(dy, y):
 @torch.library.custom_op("sixfold::log_softmax", mutates_args=())
 def log_softmax(x: torch.Tensor) -> torch.Tensor:
     out = _like(x)
-    _C.log_softmax(x, out, _stream(x))
+    _C.log_softmax(_u(x), out, _stream(x))
     return out
 
 
@@ -250,7 +259,7 @@ def _(x):
 @torch.library.custom_op("sixfold::log_softmax_backward", mutates_args=())
 def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     dx = _like(y)
-    _C.log_softmax_backward(dy, y, dx, _stream(y))
+    _C.log_softmax_backward(_u(dy), y, dx, _stream(y))
     return dx
 
 
@@ -286,27 +295,27 @@ def _layer_setup(ctx, inputs, output):
 
 def _rms_grad(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
-    dx, dweight = torch.ops.sixfold.rms_norm_backward(dy.contiguous(), x, weight, ctx.eps, rstd)
+    dx, dweight = torch.ops.sixfold.rms_norm_backward(dy, x, weight, ctx.eps, rstd)
     return dx, _grad_or_none(ctx, 1, dweight), None
 
 
 def _add_rms_grad(ctx, dy, ds, _drstd):
     s, weight, rstd = ctx.saved_tensors
-    ds_norm, dweight = torch.ops.sixfold.rms_norm_backward(dy.contiguous(), s, weight, ctx.eps, rstd)
+    ds_norm, dweight = torch.ops.sixfold.rms_norm_backward(dy, s, weight, ctx.eps, rstd)
     g = _sum_grad(ds_norm, ds)
     return g, g, _grad_or_none(ctx, 2, dweight), None
 
 
 def _layer_grad(ctx, dy, _dmean, _drstd):
     x, weight, mean, rstd = ctx.saved_tensors
-    dx, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy.contiguous(), x, weight, ctx.has_bias, ctx.eps,
+    dx, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy, x, weight, ctx.has_bias, ctx.eps,
                                                                mean, rstd)
     return dx, _grad_or_none(ctx, 1, dweight), _grad_or_none(ctx, 2, dbias), None
 
 
 def _add_layer_grad(ctx, dy, ds, _dmean, _drstd):
     s, weight, mean, rstd = ctx.saved_tensors
-    ds_norm, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy.contiguous(), s, weight, ctx.has_bias,
+    ds_norm, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy, s, weight, ctx.has_bias,
                                                                     ctx.eps, mean, rstd)
     g = _sum_grad(ds_norm, ds)
     return g, g, _grad_or_none(ctx, 2, dweight), _grad_or_none(ctx, 3, dbias), None
@@ -318,12 +327,12 @@ def _save_output(ctx, inputs, output):
 
 def _softmax_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    return torch.ops.sixfold.softmax_backward(dy.contiguous(), y)
+    return torch.ops.sixfold.softmax_backward(dy, y)
 
 
 def _log_softmax_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    return torch.ops.sixfold.log_softmax_backward(dy.contiguous(), y)
+    return torch.ops.sixfold.log_softmax_backward(dy, y)
 
 
 rms_norm_stats.register_autograd(_rms_grad, setup_context=_rms_setup)
@@ -381,10 +390,11 @@ def _grad_out(ctx, i: int, like: torch.Tensor | None) -> torch.Tensor | None:
 class _RmsNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, eps, residual=None):
+        x, weight, residual = _u(x), _u(weight), _u(residual)
         out, rstd = _like(x), _row_stat(x)
         if residual is None:
             s = x
-            _C.rms_norm(x, weight, out, eps, _stream(x), rstd)
+            _C.rms_norm(_u(x), _u(weight), out, eps, _stream(x), rstd)
         else:
             s = _like(x)
             _C.add_rms_norm(x, residual, weight, out, s, eps, _stream(x), rstd)
@@ -396,7 +406,7 @@ class _RmsNorm(torch.autograd.Function):
     def backward(ctx, dy, ds=None):
         s, weight, rstd = ctx.saved_tensors
         dx, dweight = _like(s), _grad_out(ctx, 1, weight)
-        _C.rms_norm_backward(dy.contiguous(), s, weight, dx, dweight, ctx.eps, _stream(s), rstd)
+        _C.rms_norm_backward(_u(dy), s, weight, dx, dweight, ctx.eps, _stream(s), rstd)
         if not ctx.fused:
             return dx, dweight, None, None
         g = _sum_grad(dx, ds)
@@ -406,10 +416,11 @@ class _RmsNorm(torch.autograd.Function):
 class _LayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, eps, residual=None):
+        x, weight, bias, residual = _u(x), _u(weight), _u(bias), _u(residual)
         out, mean, rstd = _like(x), _row_stat(x), _row_stat(x)
         if residual is None:
             s = x
-            _C.layer_norm(x, weight, bias, out, eps, _stream(x), mean, rstd)
+            _C.layer_norm(_u(x), _u(weight), _u(bias), out, eps, _stream(x), mean, rstd)
         else:
             s = _like(x)
             _C.add_layer_norm(x, residual, weight, bias, out, s, eps, _stream(x), mean, rstd)
@@ -423,7 +434,7 @@ class _LayerNorm(torch.autograd.Function):
         dx, dweight = _like(s), _grad_out(ctx, 1, weight)
         dbias = s.new_empty((s.shape[-1],), dtype=ctx.bias_dtype) \
             if ctx.bias_dtype is not None and ctx.needs_input_grad[2] else None
-        _C.layer_norm_backward(dy.contiguous(), s, weight, dx, dweight, dbias, ctx.eps, _stream(s), mean, rstd)
+        _C.layer_norm_backward(_u(dy), s, weight, dx, dweight, dbias, ctx.eps, _stream(s), mean, rstd)
         if not ctx.fused:
             return dx, dweight, dbias, None, None
         g = _sum_grad(dx, ds)
@@ -433,6 +444,7 @@ class _LayerNorm(torch.autograd.Function):
 class _Softmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, log):
+        x = _u(x)
         out = _like(x)
         (_C.log_softmax if log else _C.softmax)(x, out, _stream(x))
         ctx.save_for_backward(out)
@@ -443,7 +455,7 @@ class _Softmax(torch.autograd.Function):
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
         dx = _like(y)
-        (_C.log_softmax_backward if ctx.log else _C.softmax_backward)(dy.contiguous(), y, dx, _stream(y))
+        (_C.log_softmax_backward if ctx.log else _C.softmax_backward)(_u(dy), y, dx, _stream(y))
         return dx, None
 
 

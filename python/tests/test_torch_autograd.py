@@ -228,3 +228,25 @@ def test_silu_gate_grads(device, dtype, shape):
     torch.manual_seed(9)
     a, b = leaf(shape, dtype, device, scale=3.0), leaf(shape, dtype, device)
     check(lambda a, b: OPS.silu_gate(a, b), lambda a, b: torch.nn.functional.silu(a) * b, [a, b], dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("api", API)
+def test_any_layout(device, api):
+    """Strided elements (a transposed view) and strided rows (a column slice) are taken as torch
+    takes them: the same values and gradients as from contiguous copies."""
+    torch.manual_seed(10)
+    w = (torch.rand(12, device=device) + 0.5).requires_grad_()
+    transposed = torch.randn(12, 64, device=device).t()     # (64, 12), element stride 64
+    sliced = torch.randn(64, 40, device=device)[:, 5:17]    # (64, 12), row stride 40
+    for base in (transposed, sliced):
+        x = base.detach().requires_grad_()
+        xc = base.detach().contiguous().requires_grad_()
+        for name, args in (("rms_norm", (w, 1e-6)), ("layer_norm", (w, None, 1e-5)), ("softmax", ())):
+            f = entry(api, name)
+            y, yc = f(x, *args), f(xc, *args)
+            torch.testing.assert_close(y, yc)
+            g = torch.randn_like(yc).t().contiguous().t()   # a non-contiguous upstream gradient
+            (gx,) = torch.autograd.grad(y, (x,), g)
+            (gxc,) = torch.autograd.grad(yc, (xc,), g.contiguous())
+            torch.testing.assert_close(gx, gxc)
