@@ -341,7 +341,6 @@ layer_norm_stats.register_autograd(_layer_grad, setup_context=_layer_setup)
 add_layer_norm_stats.register_autograd(_add_layer_grad, setup_context=_layer_setup)
 softmax.register_autograd(_softmax_grad, setup_context=_save_output)
 log_softmax.register_autograd(_log_softmax_grad, setup_context=_save_output)
-_softmax_op, _log_softmax_op = softmax, log_softmax
 
 # The public norms: composite ops (they decompose into the *_stats ops, under autograd and
 # torch.compile alike), returning what the forward-only ops always returned.
