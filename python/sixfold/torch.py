@@ -29,6 +29,11 @@ def _stream(x: torch.Tensor) -> int:
     return _torch_stream(x) if x.is_cuda else 0
 
 
+def _like(x: torch.Tensor) -> torch.Tensor:
+    """A new contiguous tensor of x's shape, dtype and device (outputs)."""
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
 def _u(t: torch.Tensor | None) -> torch.Tensor | None:
     """t with unit stride in its last dimension (a copy only where it has not): torch's ops take
     any layout, sixfold's kernels take strided rows but not strided elements (its array API
@@ -86,50 +91,63 @@ def _(x, offsets, op="sum"):
     return x.new_empty((max(offsets.shape[0] - 1, 0),))
 
 
-@torch.library.custom_op("sixfold::softmax", mutates_args=())
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _C.softmax(_u(x), out, _stream(x))
-    return out
+def _rowwise_op(name: str, kernel):
+    """The custom op sixfold::name(x) -> y, y = kernel over x's rows (softmax, log_softmax)."""
+
+    @torch.library.custom_op(f"sixfold::{name}", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        out = _like(x)
+        kernel(_u(x), out, _stream(x))
+        return out
+
+    op.register_fake(lambda x: _like(x))
+    return op
 
 
-@softmax.register_fake
-def _(x):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+def _from_output_op(name: str, kernel):
+    """The custom op sixfold::name(dy, y) -> dx, a backward from the forward's output y."""
+
+    @torch.library.custom_op(f"sixfold::{name}", mutates_args=())
+    def op(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        dx = _like(y)
+        kernel(_u(dy), y, dx, _stream(y))
+        return dx
+
+    op.register_fake(lambda dy, y: _like(y))
+    return op
+
+
+softmax = _rowwise_op("softmax", _C.softmax)
 
 
 @torch.library.custom_op("sixfold::bias_gelu", mutates_args=())
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor | None = None, approximate: str = "none") -> torch.Tensor:
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    out = _like(x)
     _C.bias_gelu(_u(x), _u(bias), out, approximate, _stream(x))
     return out
 
 
 @bias_gelu.register_fake
 def _(x, bias=None, approximate="none"):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return _like(x)
 
 
 @torch.library.custom_op("sixfold::silu_gate", mutates_args=())
 def silu_gate(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(a, memory_format=torch.contiguous_format)
+    out = _like(a)
     _C.silu_gate(_u(a), _u(b), out, _stream(a))
     return out
 
 
 @silu_gate.register_fake
 def _(a, b):
-    return torch.empty_like(a, memory_format=torch.contiguous_format)
+    return _like(a)
 
 
 # ---- Norms with autograd ----------------------------------------------------------------------
 # Forward ops that also return the row statistics (custom ops with autograd), the public names as
 # composite ops over them, and the backward kernels as custom ops. Custom ops cannot return None:
 # an empty tensor stands for a gradient not asked for.
-
-def _like(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
 
 def _row_stat(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty(x.shape[:-1], dtype=torch.float32)
@@ -196,19 +214,31 @@ def _(x, residual, weight=None, bias=None, eps=1e-5):
     return _like(x), _like(x), _row_stat(x), _row_stat(x)
 
 
+def _grad_buffers(x: torch.Tensor, weight: torch.Tensor | None, bias: bool = False):
+    """dx, dweight (where there is a weight) and dbias (where asked; the weight's dtype, else
+    x's) for a norm backward; None where absent."""
+    dweight = _like(weight) if weight is not None else None
+    dbias = (weight if weight is not None else x).new_empty((x.shape[-1],)) if bias else None
+    return _like(x), dweight, dbias
+
+
+def _or_empty(g: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    return g if g is not None else _none_grad(x)
+
+
 @torch.library.custom_op("sixfold::rms_norm_backward", mutates_args=())
 def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6,
                       rstd: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dweight) of rms_norm from dy; rstd (the forward's) is read, else recomputed."""
-    dx = _like(x)
-    dweight = _like(weight) if weight is not None else None
+    dx, dweight, _ = _grad_buffers(x, weight)
     _C.rms_norm_backward(_u(dy), _u(x), _u(weight), dx, dweight, eps, _stream(x), rstd)
-    return dx, dweight if dweight is not None else _none_grad(x)
+    return dx, _or_empty(dweight, x)
 
 
 @rms_norm_backward.register_fake
 def _(dy, x, weight=None, eps=1e-6, rstd=None):
-    return _like(x), _like(weight) if weight is not None else _none_grad(x)
+    dx, dweight, _ = _grad_buffers(x, weight)
+    return dx, _or_empty(dweight, x)
 
 
 @torch.library.custom_op("sixfold::layer_norm_backward", mutates_args=())
@@ -217,55 +247,20 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor 
                         rstd: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of layer_norm from dy; mean and rstd (the forward's) are read, else
     recomputed."""
-    dx = _like(x)
-    dweight = _like(weight) if weight is not None else None
-    dbias = (weight if weight is not None else x).new_empty((x.shape[-1],)) if bias else None
+    dx, dweight, dbias = _grad_buffers(x, weight, bias)
     _C.layer_norm_backward(_u(dy), _u(x), _u(weight), dx, dweight, dbias, eps, _stream(x), mean, rstd)
-    return (dx, dweight if dweight is not None else _none_grad(x),
-            dbias if dbias is not None else _none_grad(x))
+    return dx, _or_empty(dweight, x), _or_empty(dbias, x)
 
 
 @layer_norm_backward.register_fake
 def _(dy, x, weight=None, bias=True, eps=1e-5, mean=None, rstd=None):
-    dweight = _like(weight) if weight is not None else _none_grad(x)
-    dbias = (weight if weight is not None else x).new_empty((x.shape[-1],)) if bias else _none_grad(x)
-    return _like(x), dweight, dbias
+    dx, dweight, dbias = _grad_buffers(x, weight, bias)
+    return dx, _or_empty(dweight, x), _or_empty(dbias, x)
 
 
-@torch.library.custom_op("sixfold::softmax_backward", mutates_args=())
-def softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    dx = _like(y)
-    _C.softmax_backward(_u(dy), y, dx, _stream(y))
-    return dx
-
-
-@softmax_backward.register_fake
-def _(dy, y):
-    return _like(y)
-
-
-@torch.library.custom_op("sixfold::log_softmax", mutates_args=())
-def log_softmax(x: torch.Tensor) -> torch.Tensor:
-    out = _like(x)
-    _C.log_softmax(_u(x), out, _stream(x))
-    return out
-
-
-@log_softmax.register_fake
-def _(x):
-    return _like(x)
-
-
-@torch.library.custom_op("sixfold::log_softmax_backward", mutates_args=())
-def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    dx = _like(y)
-    _C.log_softmax_backward(_u(dy), y, dx, _stream(y))
-    return dx
-
-
-@log_softmax_backward.register_fake
-def _(dy, y):
-    return _like(y)
+softmax_backward = _from_output_op("softmax_backward", _C.softmax_backward)
+log_softmax = _rowwise_op("log_softmax", _C.log_softmax)
+log_softmax_backward = _from_output_op("log_softmax_backward", _C.log_softmax_backward)
 
 
 def _grad_or_none(ctx, i: int, g: torch.Tensor):
@@ -279,45 +274,37 @@ def _sum_grad(ds_norm, ds):
     return ds_norm if ds is None else ds_norm + ds
 
 
-# Statistics outputs are not differentiable; the norm's input is saved (for the fused adds: s).
+# Statistics outputs are not differentiable; the norm's input is saved (for the fused adds: s,
+# whose gradient x and residual both receive: the norm's plus whatever flows into the returned s).
 def _rms_setup(ctx, inputs, output):
+    ctx.fused = len(output) == 3
     ctx.mark_non_differentiable(output[-1])
-    ctx.save_for_backward(output[1] if len(output) == 3 else inputs[0], inputs[-2], output[-1])
+    ctx.save_for_backward(output[1] if ctx.fused else inputs[0], inputs[-2], output[-1])
     ctx.eps = inputs[-1]
 
 
 def _layer_setup(ctx, inputs, output):
+    ctx.fused = len(output) == 4
     ctx.mark_non_differentiable(output[-2], output[-1])
-    fused = len(output) == 4
-    ctx.save_for_backward(output[1] if fused else inputs[0], inputs[-3], output[-2], output[-1])
+    ctx.save_for_backward(output[1] if ctx.fused else inputs[0], inputs[-3], output[-2], output[-1])
     ctx.eps, ctx.has_bias = inputs[-1], inputs[-2] is not None
 
 
-def _rms_grad(ctx, dy, _drstd):
+def _rms_grad(ctx, dy, *rest):  # rest: (ds, drstd) fused, else (drstd,)
     x, weight, rstd = ctx.saved_tensors
     dx, dweight = torch.ops.sixfold.rms_norm_backward(dy, x, weight, ctx.eps, rstd)
-    return dx, _grad_or_none(ctx, 1, dweight), None
-
-
-def _add_rms_grad(ctx, dy, ds, _drstd):
-    s, weight, rstd = ctx.saved_tensors
-    ds_norm, dweight = torch.ops.sixfold.rms_norm_backward(dy, s, weight, ctx.eps, rstd)
-    g = _sum_grad(ds_norm, ds)
+    if not ctx.fused:
+        return dx, _grad_or_none(ctx, 1, dweight), None
+    g = _sum_grad(dx, rest[0])
     return g, g, _grad_or_none(ctx, 2, dweight), None
 
 
-def _layer_grad(ctx, dy, _dmean, _drstd):
+def _layer_grad(ctx, dy, *rest):  # rest: (ds, dmean, drstd) fused, else (dmean, drstd)
     x, weight, mean, rstd = ctx.saved_tensors
-    dx, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy, x, weight, ctx.has_bias, ctx.eps,
-                                                               mean, rstd)
-    return dx, _grad_or_none(ctx, 1, dweight), _grad_or_none(ctx, 2, dbias), None
-
-
-def _add_layer_grad(ctx, dy, ds, _dmean, _drstd):
-    s, weight, mean, rstd = ctx.saved_tensors
-    ds_norm, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy, s, weight, ctx.has_bias,
-                                                                    ctx.eps, mean, rstd)
-    g = _sum_grad(ds_norm, ds)
+    dx, dweight, dbias = torch.ops.sixfold.layer_norm_backward(dy, x, weight, ctx.has_bias, ctx.eps, mean, rstd)
+    if not ctx.fused:
+        return dx, _grad_or_none(ctx, 1, dweight), _grad_or_none(ctx, 2, dbias), None
+    g = _sum_grad(dx, rest[0])
     return g, g, _grad_or_none(ctx, 2, dweight), _grad_or_none(ctx, 3, dbias), None
 
 
@@ -325,22 +312,20 @@ def _save_output(ctx, inputs, output):
     ctx.save_for_backward(output)
 
 
-def _softmax_grad(ctx, dy):
-    (y,) = ctx.saved_tensors
-    return torch.ops.sixfold.softmax_backward(dy, y)
+def _grad_from_output(backward_op):
+    def grad(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return backward_op(dy, y)
 
-
-def _log_softmax_grad(ctx, dy):
-    (y,) = ctx.saved_tensors
-    return torch.ops.sixfold.log_softmax_backward(dy, y)
+    return grad
 
 
 rms_norm_stats.register_autograd(_rms_grad, setup_context=_rms_setup)
-add_rms_norm_stats.register_autograd(_add_rms_grad, setup_context=_rms_setup)
+add_rms_norm_stats.register_autograd(_rms_grad, setup_context=_rms_setup)
 layer_norm_stats.register_autograd(_layer_grad, setup_context=_layer_setup)
-add_layer_norm_stats.register_autograd(_add_layer_grad, setup_context=_layer_setup)
-softmax.register_autograd(_softmax_grad, setup_context=_save_output)
-log_softmax.register_autograd(_log_softmax_grad, setup_context=_save_output)
+add_layer_norm_stats.register_autograd(_layer_grad, setup_context=_layer_setup)
+softmax.register_autograd(_grad_from_output(softmax_backward), setup_context=_save_output)
+log_softmax.register_autograd(_grad_from_output(log_softmax_backward), setup_context=_save_output)
 
 # The public norms: composite ops (they decompose into the *_stats ops, under autograd and
 # torch.compile alike), returning what the forward-only ops always returned.
