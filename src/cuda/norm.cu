@@ -974,13 +974,16 @@ int cluster_width(std::int64_t rows, std::int64_t row_bytes, std::int64_t slice_
   return int(std::max<std::int64_t>(c, 1));
 }
 
-// Function attributes of a cluster kernel, set once per device (`done` belongs to the kernel):
-// clusters of up to 16 blocks, up to kCacheBytes of dynamic shared memory.
-void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::uint64_t>& done) {
+// Function attributes of a cluster kernel (or its grid form: clusters false), set once per device
+// (`done` belongs to the kernel): clusters of up to 16 blocks, up to kCacheBytes of dynamic
+// shared memory.
+void configure_cluster_kernel(const void* kernel, int device, std::atomic<std::uint64_t>& done,
+                              bool clusters = true) {
   const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;  // bit d: device d
   if (bit && (done.load(std::memory_order_acquire) & bit)) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-             kWhere);
+  if (clusters)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               kWhere);
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(kCacheBytes)),
              kWhere);
@@ -1104,18 +1107,20 @@ bool launch_grid_rows(const NormArgs& a, cudaStream_t stream, int device) {
   using State = typename Stats<K>::State;
   const auto kernel = norm_rows_cluster<T, K, S, W, kAdd, kStats, true>;
   static std::atomic<std::uint64_t> configured{0};
-  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
-  if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCacheBytes)),
-               kWhere);
-    configured.fetch_or(bit, std::memory_order_release);
-  }
-  int sms = 0, per_sm = 0;
+  configure_cluster_kernel(reinterpret_cast<const void*>(kernel), device, configured, false);
+  int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  // Blocks per SM at the most shared memory a block asks for, asked once per device (the query
+  // costs host time on every call otherwise).
+  static std::atomic<int> fits[64] = {};
+  int per_sm = device < 64 ? fits[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kClusterBlock,
+                                                             std::size_t(kCacheBytes)),
+               kWhere);
+    if (device < 64) fits[device].store(per_sm, std::memory_order_relaxed);
+  }
   const std::int64_t n = a.x.n, cap_elems = kCacheBytes / std::int64_t(sizeof(T));
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kClusterBlock,
-                                                           std::size_t(kCacheBytes)),
-             kWhere);
   const std::int64_t capacity = std::int64_t(per_sm) * sms;
   const std::int64_t per_row = std::min<std::int64_t>({32, capacity / std::max<std::int64_t>(a.x.rows, 1),
                                                        ceil_div(n, W)});
