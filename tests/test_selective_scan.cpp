@@ -254,8 +254,9 @@ std::vector<Case> cases() {
   }
   // The CUDA kernel's version 6 (input-dependent B and C, n ∈ {16, 32, 64}, 4 or 8 channels of
   // one group per warp): lengths around its 32-step chunks, every dtype, aligned and padded
-  // rows, groups, options off.
-  for (std::int64_t len : {1, 7, 31, 33, 2047, 2048, 2049, 16384})
+  // rows, groups, options off. 65 and 97: three and four chunks (the warp-specialised form's
+  // three-slot stage ring wraps).
+  for (std::int64_t len : {1, 7, 31, 33, 65, 97, 2047, 2048, 2049, 16384})
     for (std::int64_t n : {16, 32, 64}) {
       if (small && len > 2049) continue;
       Case c; c.len = len; c.n = n; c.d = n == 16 ? 16 : 8; c.batch = len >= 2047 ? 1 : 2; c.init = len % 2 == 1;

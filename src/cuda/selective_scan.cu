@@ -459,7 +459,10 @@ struct SeqLayout {
   static constexpr int bytes = 2 * kStage + kConv + kXs + kYx;
   // Warp-specialised (kSpec): per pair of warps, two slots of everything, plus D·u and z per lane.
   static constexpr int kDz = 2 * 32 * Cfg::J * 4;
-  static constexpr int spec_bytes = 2 * (kStage + kConv + kXs + kYx + kDz) + 32;  // + 4 mbarriers
+  // The B / C stage has three slots there: the helper copies chunk q + 3 while the math warp
+  // steps through q + 1, a chunk earlier than two slots allow.
+  static constexpr int kStages = 3;
+  static constexpr int spec_bytes = kStages * kStage + 2 * (kConv + kXs + kYx + kDz) + 32;  // + 4 mbarriers
   __host__ __device__ static constexpr int f32_row(int r) { return r * Cfg::Tc * 4 + (r / Cfg::S) * 16; }
 };
 
@@ -479,6 +482,24 @@ __device__ __forceinline__ void mbar_wait(unsigned addr, unsigned parity) {
       "@!done bra wait;\n\t}" ::"r"(addr),
       "r"(parity)
       : "memory");
+}
+
+// v6's lane layout: lane = p0 | cl0·2 | hi·4 with hi = (cl / 2)·(P / 2) + p / 2 (p0, cl0 the low
+// bits; P = 2 gives lane = cl·2 + p). Where P or G is 1 there is no pair to match: lane = cl·P + p.
+template <int P, int G>
+__device__ __forceinline__ int lane_p(int lane) {
+  if constexpr (P == 1 || G == 1) return lane % P;
+  else return (lane & 1) | (((lane >> 2) % (P / 2)) << 1);
+}
+template <int P, int G>
+__device__ __forceinline__ int lane_cl(int lane) {
+  if constexpr (P == 1 || G == 1) return lane / P;
+  else return ((lane >> 1) & 1) | (((lane >> 2) / (P / 2)) << 1);
+}
+template <int P, int G>
+__device__ __forceinline__ int lane_of(int cl, int p) {
+  if constexpr (P == 1 || G == 1) return cl * P + p;
+  else return (p & 1) | ((cl & 1) << 1) | (((cl >> 1) * (P / 2) + (p >> 1)) << 2);
 }
 
 // J values of T at p, raw (converted where they are used, so a load in flight stalls nobody).
@@ -589,8 +610,10 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   if (gw >= warps_total) return;  // no block-wide barrier below (a pair leaves together)
   unsigned char* const stage0 = smem + std::size_t(pr) * (kSpec ? Lay::spec_bytes : Lay::bytes);
   // Slot bases (kSpec: slot s of each region at + s·region; otherwise one slot of xs / yx / conv).
-  float* conv = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage);
-  float* xs = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage + (kSpec ? 2 : 1) * Lay::kConv);  // [2][G][R]
+  constexpr int kStages = kSpec ? Lay::kStages : 2;  // B / C stage slots; chunk q in slot q mod kStages
+  const auto stage_slot = [](std::int64_t q) { return unsigned(kStages == 2 ? q & 1 : q % kStages); };
+  float* conv = reinterpret_cast<float*>(stage0 + kStages * Lay::kStage);
+  float* xs = reinterpret_cast<float*>(stage0 + kStages * Lay::kStage + (kSpec ? 2 : 1) * Lay::kConv);  // [2][G][R]
   float* yx = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + (kSpec ? 2 : 1) * Lay::kXs);
   float* const dz = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(yx) + 2 * Lay::kYx);  // kSpec
   float* const conv0 = conv;
@@ -604,8 +627,12 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       yx = yx0 + sl * (Lay::kYx / 4);
     }
   };
-  // Lane (cl, p): channel c0 + cl, states p·S ... p·S + S − 1.
-  const int cl = lane / P, p = lane % P;
+  // Lane (cl, p): channel c0 + cl, states p·S ... p·S + S − 1. Lane bit 0 is p's low bit and bit 1
+  // cl's (the rest: cl / 2, then p / 2 fastest), so lanes l and l ^ 2 read the same B / C words
+  // and lanes l and l ^ 1 the same Δ words: a 16-byte shared load that pairs lanes so is served
+  // in 2 wavefronts instead of 4 (shared memory returns one register a lane per cycle, two where
+  // the pairs match). With cl fastest (lane = cl·P + p), P = 4 paid 4 wavefronts per B / C load.
+  const int p = lane_p<P, G>(lane), cl = lane_cl<P, G>(lane);
   const std::int64_t row_warps = a.d / G, b = gw / row_warps, c0 = (gw % row_warps) * G, c = c0 + cl;
   const std::int64_t g = c0 / (a.d / a.groups);  // the warp's B/C group (G divides d / groups)
   std::int64_t start = 0, len = a.len;
@@ -657,7 +684,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
     const std::int64_t t = q * Tc + pc * E;
     const int bytes = int(std::clamp<std::int64_t>(len - t, 0, E)) * int(sizeof(T));
     if (vec) {
-      const unsigned dst = stage_sa + unsigned(q & 1) * Lay::kStage + lane_off;
+      const unsigned dst = stage_sa + stage_slot(q) * Lay::kStage + lane_off;
       const T* pb = bytes > 0 ? srcB + t : B_rows;
       const T* pq = bytes > 0 ? srcC + t : C_rows;
       const std::int64_t sb = bytes > 0 ? stepB : 0, sq = bytes > 0 ? stepC : 0;
@@ -670,7 +697,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
                      "r"(bytes) : "memory");
       }
     } else {  // rows not 16-byte aligned: plain loads
-      unsigned char* slot = stage0 + (q & 1) * Lay::kStage + lane_off;
+      unsigned char* slot = stage0 + stage_slot(q) * Lay::kStage + lane_off;
 #pragma unroll 1
       for (int j = 0; j < 2 * kHalf; ++j) {
         const int m = j / kHalf, jj = j % kHalf, rel = m * n + kRpj * jj;
@@ -687,7 +714,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   };
   const auto widen = [&](std::int64_t q) {  // 16-bit: slot q & 1 -> conv, f32 in the layout's rows
     constexpr int kP8 = Tc / 8, kR8 = 32 / kP8;  // 16-byte pieces (8 values) per raw row; rows per round
-    const unsigned char* slot = stage0 + (q & 1) * Lay::kStage;
+    const unsigned char* slot = stage0 + stage_slot(q) * Lay::kStage;
     const int w0 = lane / kP8, w8 = lane % kP8;
 #pragma unroll
     for (int j = 0; j < 2 * n / kR8; ++j) {
@@ -733,7 +760,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
 
   // Chunk q's steps over xs and the staged B, C: the lane's partial y to yx.
   const auto steps = [&](std::int64_t q) {
-    const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + (q & 1) * Lay::kStage) +
+    const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + stage_slot(q) * Lay::kStage) +
                               Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
     const unsigned char* Cq = Bq + Lay::f32_row(n);
     const float4* xl = reinterpret_cast<const float4*>(xs + cl * R);
@@ -765,7 +792,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
     const std::int64_t tq = q * Tc + p * J;
     const int valid = valid_at(tq);
 #pragma unroll
-    for (int pp = 0; pp < P; ++pp) add_f32<J>(yx + (cl * P + pp) * R + p * J, yo);
+    for (int pp = 0; pp < P; ++pp) add_f32<J>(yx + lane_of<P, G>(cl, pp) * R + p * J, yo);
     if (z_row) {
 #pragma unroll
       for (int j = 0; j < J; ++j) yo[j] *= __fdividef(zf[j], 1.0f + ex2(-zf[j] * kLog2e));
@@ -798,8 +825,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       write_final();
       return;
     }
-    // Helper: chunks 0 and 1 prepared, then per chunk q: finish it, prepare chunk q + 2 in its slot.
-    // D·u and z of a chunk wait in the slot's dz (lane-private).
+    // Helper: chunks 0 and 1 prepared, chunk 2's B / C copied, then the loop below. D·u and z of a
+    // chunk wait in the slot's dz (lane-private).
     const auto dz_of = [&](std::int64_t q) { return dz + int(q & 1) * (2 * 32 * J) + lane * J; };
     const auto produce = [&](std::int64_t q, bool staged) {  // u, Δ, z of q in un / dn / zn
       use_slot(q);
@@ -817,8 +844,9 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
         d[32 * J + j] = zf[j];
       }
     };
-    const auto publish = [&](std::int64_t q) {
-      cp_async_wait_all();
+    const auto publish = [&](std::int64_t q, bool later_copy) {  // later_copy: q + 1's copies in flight
+      if (later_copy) cp_async_wait_group1();
+      else cp_async_wait_all();
       __syncwarp();
       if constexpr (k16) {
         widen(q);
@@ -829,15 +857,21 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
     for (std::int64_t q = 0; q < 2 && q < nchunks; ++q) {
       fetch(q);
       produce(q, false);
-      publish(q);
+      publish(q, false);
     }
-    if (nchunks > 2) fetch(2);
+    if (nchunks > 2) {  // the third stage slot
+      stage(2);
+      cp_async_commit();
+      fetch(2);
+    }
+    // Per chunk q: B / C of q + 3 copied into q's stage slot, q finished, q + 2 prepared and
+    // published; its copies were issued an iteration ago, so their latency hides behind one.
 #pragma unroll 1
     for (std::int64_t q = 0; q < nchunks; ++q) {
-      mbar_wait(done(q), parity(q));  // the math warp is done with chunk q and its slot
-      const bool next = q + 2 < nchunks;
-      if (next) {  // stage() finds its slot from q
-        stage(q + 2);
+      mbar_wait(done(q), parity(q));  // the math warp is done with chunk q and its slots
+      const bool next = q + 2 < nchunks, ahead = q + 3 < nchunks;
+      if (ahead) {  // stage() finds its slot from q + 3: q's
+        stage(q + 3);
         cp_async_commit();
       }
       use_slot(q);
@@ -851,8 +885,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       finish(q, yo, zf);
       if (next) {
         produce(q + 2, true);
-        if (q + 3 < nchunks) fetch(q + 3);
-        publish(q + 2);
+        if (ahead) fetch(q + 3);
+        publish(q + 2, ahead);
       }
     }
     cp_async_wait_all();
@@ -1094,9 +1128,9 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 }
 
 // Version 6's launch, for input-dependent B and C with n ∈ {16, 32, 64} (the other cases run
-// version 5): at n = 16, P = 2 lanes per channel (16 channels a warp, 16-step chunks) when that
-// gives at least ~4 warps per SM (b8 d2048: 0.559 ms against 0.591 at P = 4); otherwise P = 4
-// lanes per channel (8 channels a warp) when that gives at least ~4 warps per SM; below that
+// version 5): P = 4 lanes per channel (8 channels a warp) when that gives at least ~4 warps per
+// SM (b8 d2048 n16: 0.534 ms against 0.552 at P = 2, 16 channels a warp, since the lane layout
+// pairs P = 4's shared loads; P = 2 won before it, 0.559 against 0.591); below that
 // (b1 d4096) the warp-specialised form, each stepping warp paired with a helper that prepares
 // and finishes its chunks (0.096 ms against 0.114 for the plain form at P = 8, which this case
 // ran before; at b8 d2048 the plain form wins, 0.591 against 0.681). Tc = 32 steps per chunk (16
@@ -1106,7 +1140,7 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
 // 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
 // SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p2 (n = 16) / =p4 / =p8 force the plain form with that
-// P; =spec the warp-specialised form.
+// P; =spec the warp-specialised form (=spec8: at P = 8).
 int seq_choice() {
   const char* e = std::getenv("SIXFOLD_SSCAN_KERNEL");
   if (!e) return 0;
@@ -1115,6 +1149,7 @@ int seq_choice() {
   if (!std::strcmp(e, "p8")) return 8;
   if (!std::strcmp(e, "spec")) return 2;  // warp-specialised (P = 4 where the group allows)
   if (!std::strcmp(e, "p2")) return 6;
+  if (!std::strcmp(e, "spec8")) return 10;  // warp-specialised at P = 8
   return 0;
 }
 
@@ -1166,12 +1201,15 @@ bool launch_seq_n(const SelectiveScanArgs& a, int device, cudaStream_t stream, i
   constexpr int kTc4 = S4 >= 8 ? 16 : 32;  // (S = 8 at Tc = 32 spills)
   const std::int64_t per_group = a.d / a.groups;
   const bool wide = a.batch * a.d / 8 >= 4 * std::int64_t(sm_count(device));
-  if constexpr (S4 == 4) {  // n = 16: P = 2 (8 states a lane, 16-step chunks) where it still fills the SMs
-    const bool wide2 = a.batch * a.d / 16 >= 4 * std::int64_t(sm_count(device));
-    if ((choice == 6 || (choice == 0 && wide2)) && per_group % 16 == 0) {
+  if constexpr (S4 == 4) {  // n = 16: P = 2 (8 states a lane, 16-step chunks) only when forced
+    if (choice == 6 && per_group % 16 == 0) {
       launch_seq<T, SeqConfig<8, 2, 16>>(a, device, stream);
       return true;
     }
+  }
+  if (choice == 10 && per_group % 4 == 0) {  // dev: the warp-specialised form at P = 8
+    launch_seq<T, SeqConfig<S8, 8, 32>, true>(a, device, stream);
+    return true;
   }
   if (choice == 2 || (choice == 0 && !wide)) {  // warp-specialised
     if (per_group % 8 == 0) launch_seq<T, SeqConfig<S4, 4, kTc4>, true>(a, device, stream);
