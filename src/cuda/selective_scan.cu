@@ -611,7 +611,9 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   unsigned char* const stage0 = smem + std::size_t(pr) * (kSpec ? Lay::spec_bytes : Lay::bytes);
   // Slot bases (kSpec: slot s of each region at + s·region; otherwise one slot of xs / yx / conv).
   constexpr int kStages = kSpec ? Lay::kStages : 2;  // B / C stage slots; chunk q in slot q mod kStages
-  const auto stage_slot = [](std::int64_t q) { return unsigned(kStages == 2 ? q & 1 : q % kStages); };
+  const auto stage_slot = [](std::int64_t q) {  // (q < 2^32: 32-bit remainder)
+    return kStages == 2 ? unsigned(q & 1) : unsigned(std::uint32_t(q) % unsigned(kStages));
+  };
   float* conv = reinterpret_cast<float*>(stage0 + kStages * Lay::kStage);
   float* xs = reinterpret_cast<float*>(stage0 + kStages * Lay::kStage + (kSpec ? 2 : 1) * Lay::kConv);  // [2][G][R]
   float* yx = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + (kSpec ? 2 : 1) * Lay::kXs);
@@ -782,6 +784,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
         }
       }
     }
+    // All Tc sums stored at the end: storing each 4 as they finish frees ~60 registers but ran
+    // 7-9% slower (the compiler interleaves less of the step loop): docs/perf/selective_scan.md.
     float4* mine = reinterpret_cast<float4*>(yx + lane * R);
 #pragma unroll
     for (int m = 0; m < Tc / 4; ++m) mine[m] = make_float4(y[4 * m], y[4 * m + 1], y[4 * m + 2], y[4 * m + 3]);
@@ -1140,7 +1144,7 @@ void launch_scan_variant(const SelectiveScanArgs& a, cudaStream_t s, SelectiveSc
 // 1.646 at P = 4 against 1.931 at P = 8. Two channels a lane (K = 2: B and C read once for both),
 // 128-register caps and 16-step chunks at n = 16 measured slower. Dev hook:
 // SIXFOLD_SSCAN_KERNEL=v5 runs version 5; =p2 (n = 16) / =p4 / =p8 force the plain form with that
-// P; =spec the warp-specialised form (=spec8: at P = 8).
+// P; =spec the warp-specialised form (=spec8: at P = 8). SIXFOLD_SSCAN_W forces the warps per block.
 int seq_choice() {
   const char* e = std::getenv("SIXFOLD_SSCAN_KERNEL");
   if (!e) return 0;
@@ -1171,9 +1175,10 @@ void launch_seq(const SelectiveScanArgs& a, int device, cudaStream_t stream) {
   static int fits[64][4] = {};  // [device][log2 W]: blocks an SM holds, 0 until asked
   int w_best = 0;
   std::int64_t best = 0;
+  const char* w_env = std::getenv("SIXFOLD_SSCAN_W");  // dev hook: only this W (1, 2, 4 or 8)
   for (int lw = kSpec ? 2 : 3; lw >= 0; --lw) {
     const int w = 1 << lw;
-    if (std::size_t(w) * bytes > kOptIn) continue;
+    if (std::size_t(w) * bytes > kOptIn || (w_env && std::atoi(w_env) != w)) continue;
     int fit = device < 64 ? fits[device][lw] : 0;
     if (!fit) {
       check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, w * kPer, std::size_t(w) * bytes), kWhere);
