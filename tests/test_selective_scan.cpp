@@ -254,8 +254,8 @@ std::vector<Case> cases() {
   }
   // The CUDA kernel's version 6 (input-dependent B and C, n ∈ {16, 32, 64}, 4 or 8 channels of
   // one group per warp): lengths around its 32-step chunks, every dtype, aligned and padded
-  // rows, groups, options off. 65 and 97: three and four chunks (the warp-specialised form's
-  // three-slot stage ring wraps).
+  // rows, groups, options off. 65 and 97: three and four chunks (each of the warp-specialised
+  // form's two slots used twice).
   for (std::int64_t len : {1, 7, 31, 33, 65, 97, 2047, 2048, 2049, 16384})
     for (std::int64_t n : {16, 32, 64}) {
       if (small && len > 2049) continue;

@@ -459,10 +459,7 @@ struct SeqLayout {
   static constexpr int bytes = 2 * kStage + kConv + kXs + kYx;
   // Warp-specialised (kSpec): per pair of warps, two slots of everything, plus D·u and z per lane.
   static constexpr int kDz = 2 * 32 * Cfg::J * 4;
-  // The B / C stage has three slots there: the helper copies chunk q + 3 while the math warp
-  // steps through q + 1, a chunk earlier than two slots allow.
-  static constexpr int kStages = 3;
-  static constexpr int spec_bytes = kStages * kStage + 2 * (kConv + kXs + kYx + kDz) + 32;  // + 4 mbarriers
+  static constexpr int spec_bytes = 2 * (kStage + kConv + kXs + kYx + kDz) + 32;  // + 4 mbarriers
   __host__ __device__ static constexpr int f32_row(int r) { return r * Cfg::Tc * 4 + (r / Cfg::S) * 16; }
 };
 
@@ -589,7 +586,8 @@ __device__ __forceinline__ void add_f32(const float* src, float (&acc)[J]) {
 // y sums, gate, store). They hand over through two slots of shared memory and four mbarriers
 // per pair (full[slot]: helper → math, done[slot]: math → helper), so a scheduler's SFU-bound
 // step loop never waits on the ALU-bound chunk ends. (Named barriers, bar.arrive / bar.sync,
-// were as fast, but racecheck flagged the handoff; with mbarriers it reports nothing.) It pays
+// were as fast, but racecheck flagged the handoff; with mbarriers it reports nothing. Three
+// slots, the helper a chunk further ahead, measured 2% slower at b1: session 14.) It pays
 // where there are few warps (one stepping warp per scheduler); with many, the plain form's own
 // overlap is enough.
 template <class T, class Cfg, bool kSpec = false>
@@ -610,12 +608,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   if (gw >= warps_total) return;  // no block-wide barrier below (a pair leaves together)
   unsigned char* const stage0 = smem + std::size_t(pr) * (kSpec ? Lay::spec_bytes : Lay::bytes);
   // Slot bases (kSpec: slot s of each region at + s·region; otherwise one slot of xs / yx / conv).
-  constexpr int kStages = kSpec ? Lay::kStages : 2;  // B / C stage slots; chunk q in slot q mod kStages
-  const auto stage_slot = [](std::int64_t q) {  // (q < 2^32: 32-bit remainder)
-    return kStages == 2 ? unsigned(q & 1) : unsigned(std::uint32_t(q) % unsigned(kStages));
-  };
-  float* conv = reinterpret_cast<float*>(stage0 + kStages * Lay::kStage);
-  float* xs = reinterpret_cast<float*>(stage0 + kStages * Lay::kStage + (kSpec ? 2 : 1) * Lay::kConv);  // [2][G][R]
+  float* conv = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage);
+  float* xs = reinterpret_cast<float*>(stage0 + 2 * Lay::kStage + (kSpec ? 2 : 1) * Lay::kConv);  // [2][G][R]
   float* yx = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + (kSpec ? 2 : 1) * Lay::kXs);
   float* const dz = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(yx) + 2 * Lay::kYx);  // kSpec
   float* const conv0 = conv;
@@ -686,7 +680,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
     const std::int64_t t = q * Tc + pc * E;
     const int bytes = int(std::clamp<std::int64_t>(len - t, 0, E)) * int(sizeof(T));
     if (vec) {
-      const unsigned dst = stage_sa + stage_slot(q) * Lay::kStage + lane_off;
+      const unsigned dst = stage_sa + unsigned(q & 1) * Lay::kStage + lane_off;
       const T* pb = bytes > 0 ? srcB + t : B_rows;
       const T* pq = bytes > 0 ? srcC + t : C_rows;
       const std::int64_t sb = bytes > 0 ? stepB : 0, sq = bytes > 0 ? stepC : 0;
@@ -699,7 +693,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
                      "r"(bytes) : "memory");
       }
     } else {  // rows not 16-byte aligned: plain loads
-      unsigned char* slot = stage0 + stage_slot(q) * Lay::kStage + lane_off;
+      unsigned char* slot = stage0 + (q & 1) * Lay::kStage + lane_off;
 #pragma unroll 1
       for (int j = 0; j < 2 * kHalf; ++j) {
         const int m = j / kHalf, jj = j % kHalf, rel = m * n + kRpj * jj;
@@ -716,7 +710,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
   };
   const auto widen = [&](std::int64_t q) {  // 16-bit: slot q & 1 -> conv, f32 in the layout's rows
     constexpr int kP8 = Tc / 8, kR8 = 32 / kP8;  // 16-byte pieces (8 values) per raw row; rows per round
-    const unsigned char* slot = stage0 + stage_slot(q) * Lay::kStage;
+    const unsigned char* slot = stage0 + (q & 1) * Lay::kStage;
     const int w0 = lane / kP8, w8 = lane % kP8;
 #pragma unroll
     for (int j = 0; j < 2 * n / kR8; ++j) {
@@ -762,7 +756,7 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
 
   // Chunk q's steps over xs and the staged B, C: the lane's partial y to yx.
   const auto steps = [&](std::int64_t q) {
-    const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + stage_slot(q) * Lay::kStage) +
+    const unsigned char* Bq = (k16 ? reinterpret_cast<const unsigned char*>(conv) : stage0 + (q & 1) * Lay::kStage) +
                               Lay::f32_row(p * S);  // this lane's rows p·S + i of B, then of C
     const unsigned char* Cq = Bq + Lay::f32_row(n);
     const float4* xl = reinterpret_cast<const float4*>(xs + cl * R);
@@ -829,8 +823,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       write_final();
       return;
     }
-    // Helper: chunks 0 and 1 prepared, chunk 2's B / C copied, then the loop below. D·u and z of a
-    // chunk wait in the slot's dz (lane-private).
+    // Helper: chunks 0 and 1 prepared, then per chunk q: finish it, prepare chunk q + 2 in its slot.
+    // D·u and z of a chunk wait in the slot's dz (lane-private).
     const auto dz_of = [&](std::int64_t q) { return dz + int(q & 1) * (2 * 32 * J) + lane * J; };
     const auto produce = [&](std::int64_t q, bool staged) {  // u, Δ, z of q in un / dn / zn
       use_slot(q);
@@ -848,9 +842,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
         d[32 * J + j] = zf[j];
       }
     };
-    const auto publish = [&](std::int64_t q, bool later_copy) {  // later_copy: q + 1's copies in flight
-      if (later_copy) cp_async_wait_group1();
-      else cp_async_wait_all();
+    const auto publish = [&](std::int64_t q) {
+      cp_async_wait_all();
       __syncwarp();
       if constexpr (k16) {
         widen(q);
@@ -861,21 +854,15 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
     for (std::int64_t q = 0; q < 2 && q < nchunks; ++q) {
       fetch(q);
       produce(q, false);
-      publish(q, false);
+      publish(q);
     }
-    if (nchunks > 2) {  // the third stage slot
-      stage(2);
-      cp_async_commit();
-      fetch(2);
-    }
-    // Per chunk q: B / C of q + 3 copied into q's stage slot, q finished, q + 2 prepared and
-    // published; its copies were issued an iteration ago, so their latency hides behind one.
+    if (nchunks > 2) fetch(2);
 #pragma unroll 1
     for (std::int64_t q = 0; q < nchunks; ++q) {
-      mbar_wait(done(q), parity(q));  // the math warp is done with chunk q and its slots
-      const bool next = q + 2 < nchunks, ahead = q + 3 < nchunks;
-      if (ahead) {  // stage() finds its slot from q + 3: q's
-        stage(q + 3);
+      mbar_wait(done(q), parity(q));  // the math warp is done with chunk q and its slot
+      const bool next = q + 2 < nchunks;
+      if (next) {  // stage() finds its slot from q
+        stage(q + 2);
         cp_async_commit();
       }
       use_slot(q);
@@ -889,8 +876,8 @@ selective_scan_seq(SelectiveScanArgs a, std::int64_t warps_total) {
       finish(q, yo, zf);
       if (next) {
         produce(q + 2, true);
-        if (ahead) fetch(q + 3);
-        publish(q + 2, ahead);
+        if (q + 3 < nchunks) fetch(q + 3);
+        publish(q + 2);
       }
     }
     cp_async_wait_all();
