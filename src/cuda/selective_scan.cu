@@ -35,7 +35,7 @@
 // sequences need no special path.
 // Where the time goes (H200, v5): 27-39% of the exp/bandwidth roofline; the kernel is bound by
 // instruction issue (~12 per (element, state) against the ≤ 8 an SFU-bound kernel may spend),
-// not by the SFU or DRAM (v6: 34-49%, ~9.6 per (element, state) at n = 16, issue ~50%). The
+// not by the SFU or DRAM (v6: 37-50%, ~9.5 per (element, state) at n = 16, issue ~50%). The
 // round is kept lean on purpose: no index arithmetic (running pointers), the scan width a
 // template parameter, the per-chunk values pinned in registers.
 #include <cuda_bf16.h>
