@@ -38,6 +38,7 @@ struct Case {
   bool far_head = false; // each row's first 64 elements 50 standard deviations above the rest:
                          // LayerNorm's shifted sums (about the head's mean) take the exact
                          // second pass
+  bool no_bias = false;  // LayerNorm: the weight without a bias
 };
 
 std::string describe(const Case& c) {
@@ -47,7 +48,7 @@ std::string describe(const Case& c) {
          " pad " + std::to_string(c.pad_x) + "/" + std::to_string(c.pad_out) +
          (c.in_place ? " in-place" : "") + (c.scale != 1 ? " scale " + std::to_string(c.scale) : "") +
          (c.neg_inf ? " -inf" : "") + (c.stats ? " stats " + std::to_string(c.stats) : "") +
-         (c.far_head ? " far head" : "");
+         (c.far_head ? " far head" : "") + (c.no_bias ? " no bias" : "");
 }
 
 void run_case(const Case& c, Device dev) {
@@ -64,7 +65,7 @@ void run_case(const Case& c, Device dev) {
   }
   std::vector<double> w, b;
   const bool has_w = c.affine && (c.kind == NormKind::rms || c.kind == NormKind::layer);
-  const bool has_b = c.affine && c.kind == NormKind::layer;
+  const bool has_b = c.affine && !c.no_bias && c.kind == NormKind::layer;
   if (has_w) { w.resize(std::size_t(c.n)); for (auto& v : w) v = nd(engine()); }
   if (has_b) { b.resize(std::size_t(c.n)); for (auto& v : b) v = nd(engine()); }
   const std::int64_t sx = c.n + c.pad_x, so = c.in_place ? sx : c.n + c.pad_out;
@@ -138,6 +139,10 @@ std::vector<Case> cases() {
       all.push_back({k, t, 9, 777, false, 3, 5});          // strided rows, no weight/bias
       all.push_back({k, t, 6, 4096, true, 8, 0, true});    // in place, padded rows
       if (k != NormKind::rms && k != NormKind::layer) continue;
+      // Full rows of the block kernel (LayerNorm: weight and bias staged in shared memory)
+      // without weight and bias, and (LayerNorm) with the weight only.
+      all.push_back({k, t, 5, 2048, false});
+      if (k == NormKind::layer) all.push_back({k, t, 5, 2048, true, 0, 0, false, 1.0, false, 0, false, true});
       // The saved statistics on every path (register groups, blocks, clusters, 1M).
       for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 1}, {5, 17}, {3, 4095},
                              {2, 4097}, {33, 1000}, {17, 1024}, {16, 512}, {2, 40000}, {1, 432000},
