@@ -373,31 +373,34 @@ __device__ __forceinline__ void rewrite_affine_loaded(const Pack<T, W> (&wp)[S],
   else run(std::bool_constant<false>{});
 }
 
-// kAff = 2 (LayerNorm's block kernel, full rows, 16-byte packs): the thread's weight and bias
-// packs copied into shared memory by cp.async as the row is loaded — early, as kAff = 1, but in
-// flight without registers — and read back from there in the rewrite. Stage layout (2, S, p)
-// packs: weight, then bias; each thread reads only what it copied (no barrier).
+// kAff = 2 (LayerNorm, 16-byte packs; the block kernel and the warp-row kernel): the thread's
+// weight and bias packs copied into shared memory by cp.async as the row is loaded — early, as
+// kAff = 1, but in flight without registers — and read back from there in the rewrite. Stage
+// layout per row (2, S, p) packs: weight, then bias; each thread reads only what it copied (no
+// barrier).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
 }
 template <int W, class T, int S>
-__device__ __forceinline__ void stage_affine(const T* w, const T* b, int t, int p, uint4* stage) {
+__device__ __forceinline__ void stage_affine(const T* w, const T* b, int t, int p, const bool (&ok)[S],
+                                             uint4* stage) {
   static_assert(W * sizeof(T) == 16);
 #pragma unroll
   for (int s = 0; s < S; ++s) {
-    if (w) cp_async16(stage + s * p + t, w + (s * p + t) * W);
-    if (b) cp_async16(stage + (S + s) * p + t, b + (s * p + t) * W);
+    if (w && ok[s]) cp_async16(stage + s * p + t, w + (s * p + t) * W);
+    if (b && ok[s]) cp_async16(stage + (S + s) * p + t, b + (s * p + t) * W);
   }
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 template <int W, class T, int S, class Out>
 __device__ __forceinline__ void rewrite_affine_staged(const uint4* stage, bool has_w, bool has_b, int t,
-                                                      int p, Out&& out) {
+                                                      int p, const bool (&ok)[S], Out&& out) {
   asm volatile("cp.async.wait_all;" ::: "memory");
   const auto run = [&](auto weighted, auto biased) {
 #pragma unroll
     for (int s = 0; s < S; ++s) {
+      if (!ok[s]) continue;
       float wv[W], bv[W];
 #pragma unroll
       for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
@@ -424,7 +427,7 @@ template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 
           bool kKeep = false, bool kFull = false, class Red>
 __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T* res, T* sum,
                                           T* y, int t, int p, bool live, Red&& red,
-                                          std::int64_t row, bool saver) {
+                                          std::int64_t row, bool saver, uint4* stage = nullptr) {
   Pack<T, W> r[S];
   bool ok[S];
   const int n = int(a.x.n);
@@ -442,10 +445,9 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     }
   }
   load_tile<T, S, W, kAdd, kFull>(x, res, sum, t, p, n, live, r, ok);
-  constexpr bool kStaged = kAff == 2;
-  static_assert(!kStaged || (K == NormKind::layer && kFull && !kAdd));
-  extern __shared__ uint4 affine_stage[];  // kStaged: (2, S, p) packs
-  if constexpr (kStaged) stage_affine<W, T, S>(w, b, t, p, affine_stage);
+  constexpr bool kStaged = kAff == 2;  // `stage`: this row's (2, S, p) packs of shared memory
+  static_assert(!kStaged || K == NormKind::layer);
+  if constexpr (kStaged) stage_affine<W, T, S>(w, b, t, p, ok, stage);
   // The values of pack s: kKeep unpacks the tile once and keeps the floats (32 registers for a
   // 16-bit tile); otherwise each pass unpacks the raw packs again, the later passes behind
   // opaque() so that the compiler does not keep the floats across the reductions after all.
@@ -485,7 +487,7 @@ __device__ __forceinline__ void norm_tile(const NormArgs& a, const T* x, const T
     if constexpr (kEarly)
       rewrite_affine_loaded<W>(wp, w != nullptr, ok, out);
     else if constexpr (kStaged)
-      rewrite_affine_staged<W, T, S>(affine_stage, w != nullptr, b != nullptr, t, p, out);
+      rewrite_affine_staged<W, T, S>(stage, w != nullptr, b != nullptr, t, p, ok, out);
     else if constexpr (K == NormKind::rms)
       rewrite_affine<W>(w, static_cast<const T*>(nullptr), t, p, ok, out);
     else
@@ -622,11 +624,14 @@ __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int l
   const std::int64_t r = live ? row : 0;
   const T* x = static_cast<const T*>(a.x.data) + r * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + r * a.out.row_stride;          // (N)
+  static_assert(kAff != 2 || kWarp == 1);
+  extern __shared__ uint4 affine_stage[];  // kAff = 2: (rows of the block, 2, S, 32) packs
   const auto tile = [&](auto width, auto keep, auto full) {
     const int p = width, t = int(threadIdx.x) & (p - 1);
     norm_tile<T, K, S, W, kAdd, kStats, kAff, decltype(keep)::value, decltype(full)::value>(
         a, x, residual_row<T, kAdd>(a, r), sum_row<T, kAdd>(a, r), y, t, p, live,
-        [&](float v, auto op, int) { return group_all(v, p, op); }, r, live && t == 0);
+        [&](float v, auto op, int) { return group_all(v, p, op); }, r, live && t == 0,
+        affine_stage + (threadIdx.x >> log2_g) * (2 * S * p));
   };
   constexpr std::integral_constant<int, 32> kWarpWidth{};
   // kFull: every pack of every row of the block in bounds (no per-pack tests).
@@ -652,6 +657,7 @@ constexpr int kEarlyThreads = 256;
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff, bool kFast = false>
 __global__ void __launch_bounds__(kAff ? kEarlyThreads : 1024) norm_rows_block(NormArgs a) {
   __shared__ float slots[2][32];
+  extern __shared__ uint4 affine_stage[];  // kAff = 2: (2, S, blockDim.x) packs
   const std::int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x.data) + row * a.x.row_stride;  // (N)
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;          // (N)
@@ -659,7 +665,7 @@ __global__ void __launch_bounds__(kAff ? kEarlyThreads : 1024) norm_rows_block(N
       a, x, residual_row<T, kAdd>(a, row), sum_row<T, kAdd>(a, row), y, int(threadIdx.x),
       int(blockDim.x), true,
       [&](float v, auto op, int pass) { return block_all(v, op, slots[pass]); }, row,
-      threadIdx.x == 0);
+      threadIdx.x == 0, affine_stage);
 }
 
 // ---- Long rows: a cluster of blocks per row ------------------------------------------------
@@ -1226,7 +1232,17 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
       auto kernel = pick(std::integral_constant<int, 0>{});
       if constexpr (!kAdd && K == NormKind::rms)
         if (!fwd_dev_flag("wlate")) kernel = pick(std::integral_constant<int, 1>{});
-      kernel<<<blocks, threads, 0, stream>>>(b, log2_g);
+      // LayerNorm's weight and bias staged in shared memory (kAff = 2, as in the block kernel)
+      // for rows of a whole warp. H200, bf16 65536x1024, same process, two rounds, % of copy in
+      // graph replay: layer 94.6 -> 95.1, add_layer 96.8 -> 97.1-97.2. Dev flag "nostage": the
+      // loads in the rewrite.
+      std::size_t smem = 0;
+      if constexpr (K == NormKind::layer && W * sizeof(T) == 16)
+        if (warp && !fwd_dev_flag("nostage")) {
+          kernel = norm_rows_group<T, K, S, W, kAdd, kStats, 2, 1>;
+          smem = std::size_t(2 * S) * std::size_t(threads) * 16;
+        }
+      kernel<<<blocks, threads, smem, stream>>>(b, log2_g);
       check_cuda(cudaGetLastError(), kWhere);
     });
   } else {
@@ -1259,14 +1275,16 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
     if (threads <= kEarlyThreads) {
       if constexpr (K == NormKind::rms)
         if (!fwd_dev_flag("wlate")) kernel = pick(std::integral_constant<int, 1>{});
-      // LayerNorm's weight and bias staged in shared memory by cp.async (kAff = 2): full rows,
-      // 16-byte packs. H200, bf16, same process, two rounds, % of copy in graph replay (per call),
-      // loads in the rewrite -> staged: 4096x4096 75.0-75.2 (62.7-63.7) -> 80.7-80.9 (66.1-66.9),
-      // 16384x8192 94.4-94.9 (89.9-90.8) -> 95.8-96.0 (92.8-93.0). Dev flag "nostage": the loads
-      // in the rewrite.
+      // LayerNorm's weight and bias staged in shared memory by cp.async (kAff = 2), 16-byte
+      // packs. H200, bf16, same process, two rounds, % of copy in graph replay (per call), loads
+      // in the rewrite -> staged: 4096x4096 75.0-75.2 (62.7-63.7) -> 80.7-80.9 (66.1-66.9),
+      // 16384x8192 94.4-94.9 (89.9-90.8) -> 95.8-96.0 (92.8-93.0); with the fused add 4096x4096
+      // lost (86.4-86.5 -> 84.1-84.5), 16384x8192 equal, so the add keeps the loads. Dev flag
+      // "nostage": the loads in the rewrite.
       if constexpr (K == NormKind::layer && !kAdd && W * sizeof(T) == 16)
-        if (fast && !fwd_dev_flag("nostage")) {
-          kernel = norm_rows_block<T, K, S, W, kAdd, kStats, 2, true>;
+        if (!fwd_dev_flag("nostage")) {
+          kernel = fast ? norm_rows_block<T, K, S, W, kAdd, kStats, 2, true>
+                        : norm_rows_block<T, K, S, W, kAdd, kStats, 2, false>;
           smem = std::size_t(2 * S) * std::size_t(threads) * 16;
         }
     }
