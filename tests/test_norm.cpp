@@ -14,6 +14,7 @@
 
 #include "../src/reference/norm_reference.hpp"
 #include "row_buffers.hpp"
+#include "scoped_env.hpp"
 #include "test_norm_stats.hpp"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/error.hpp"
@@ -174,6 +175,30 @@ TEST(Norm, CpuMatchesReference) {
 TEST(Norm, CudaMatchesReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   for (const Case& c : cases()) run_case(c, Device::cuda(0));
+}
+
+// Rows longer than the register paths (bf16 > 32768, f32 and scalar rows > 16384) through each
+// long-row kernel, forced by the dev hook SIXFOLD_NORM_FWD (read on every call): the split path
+// with its default rewrite (norm_split_apply, one pack a thread) and with norm_split_rewrite
+// (chunk-sized blocks), and the grid form — on rows of a few chunks, odd lengths (scalar rows),
+// saved statistics, strided and in-place rows; sanitizer-sized.
+TEST(Norm, CudaLongRowKernelsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  for (const char* flags : {"split", "split,norewrite-short", "gridall"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_NORM_FWD=") + flags);
+    ScopedEnv env("SIXFOLD_NORM_FWD", flags);
+    for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax, NormKind::log_softmax})
+      for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+        for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 40000}, {3, 70001}, {2, 65536}})
+          run_case({k, t, rows, n}, Device::cuda(0));
+        run_case({k, t, 2, 50000, false, 3, 5}, Device::cuda(0));             // strided, no affine
+        run_case({k, t, 2, 40960, true, 8, 0, true}, Device::cuda(0));        // in place, padded
+        if (k == NormKind::rms || k == NormKind::layer)
+          run_case({k, t, 3, 40000, true, 0, 0, false, 1.0, false, 1}, Device::cuda(0));  // stats
+        if (k == NormKind::softmax || k == NormKind::log_softmax)
+          run_case({k, t, 3, 40001, false, 0, 0, false, 1.0, true}, Device::cuda(0));  // −inf
+      }
+  }
 }
 
 TEST(Norm, BadInputIsRejectedAndNothingWritten) {

@@ -408,6 +408,24 @@ TEST(AddNorm, CudaMatchesReference) {
   for (const AddCase& c : add_cases()) run_add_case(c, Device::cuda(0));
 }
 
+// The fused adds' long rows through each long-row kernel, forced by SIXFOLD_NORM_FWD (read on
+// every call): the split path with either rewrite kernel (add_rms_norm's default for rows past
+// the register paths), on rows of a few chunks, odd (scalar) rows, in place and strided.
+TEST(AddNorm, CudaLongRowKernelsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  for (const char* flags : {"split", "split,norewrite-short"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_NORM_FWD=") + flags);
+    ScopedEnv env("SIXFOLD_NORM_FWD", flags);
+    for (NormKind k : {NormKind::rms, NormKind::layer})
+      for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+        run_add_case({k, t, 3, 70001}, Device::cuda(0));
+        run_add_case({k, t, 2, 65536, true, 0, 0, 1.0, true}, Device::cuda(0));  // stats
+        run_add_case({k, t, 2, 50000, false, 3, 1}, Device::cuda(0));  // in place, strided
+        run_add_case({k, t, 2, 40000, true, 0, 2}, Device::cuda(0));   // sum into x, y into r
+      }
+  }
+}
+
 TEST(NormBackward, CpuMatchesReference) {
   for (const BwdCase& c : bwd_cases()) run_bwd_case(c, Device::cpu());
 }
