@@ -979,27 +979,50 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   }
 }
 
-// The rewrite as a short-block kernel (the split path's default; dev flag "norewrite-short" for
-// norm_split_rewrite): every thread one 16-byte pack (bf16: 8 elements, 2048 a block), so the
-// kernel is ~30 registers and 8 blocks an SM instead of 64 registers and 4, and the block's
-// chain is short: x (without the add) and the weight / bias are loaded before waiting on the
-// fold; then warp 0 merges the row's chunk states (lane l folds chunks l, l + 32, ... in order,
-// then the lanes in lane order: the same bits as norm_split_rewrite) and hands the coefficients
-// to the block through shared memory. Blocks run last-first, as the fold's last chunks are the
-// ones L2 still holds. ncu, H200, rms 32×1048576 bf16: norm_split_rewrite 35.3–36.7 µs at 43%
-// warps active against torch.compile's pointwise kernel, 32 µs at 81%.
+// The rewrite as two short kernels (the split path's default; dev flag "norewrite-short" for
+// norm_split_rewrite). norm_split_coef: one warp a row merges the row's chunk states (lane l
+// folds chunks l, l + 32, ... in order, then the lanes in lane order: the bits of
+// norm_split_rewrite) into the row's coefficients. norm_split_apply: every thread one 16-byte
+// pack (bf16: 8 elements, 2048 a block), ~30 registers and 8 blocks an SM instead of 64 and 4;
+// x (without the add) and the weight / bias are in flight before it waits on the fold, and after
+// it one load of the row's coefficients, so no block waits on a merge. Blocks run last-first, as
+// the fold's last chunks are those L2 still holds. ncu, H200, rms 32×1048576 bf16:
+// norm_split_rewrite 35.3–36.7 µs at 43% warps active against torch.compile's pointwise
+// kernel, 32 µs at 81% (its row coefficients come from a kernel of their own, as here).
 constexpr int kApplyElems = 8;  // elements a thread
 constexpr int kApplyBlockElems = kSplitBlock * kApplyElems;
+constexpr int kCoefRowsPerBlock = kSplitBlock / 32;
 
-template <class T, NormKind K, int W, bool kAdd, bool kStats>
+template <NormKind K, bool kStats>
 __global__ void __launch_bounds__(kSplitBlock)
-norm_split_apply(NormArgs a, const typename Stats<K>::State* states, int chunks, int per_row) {
+norm_split_coef(NormArgs a, const typename Stats<K>::State* states, Coef* coefs, int chunks) {
   using St = Stats<K>;
   using State = typename St::State;
+  // The apply may be scheduled now: it loads x and the weight, then waits for this grid.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const std::int64_t row = std::int64_t(blockIdx.x) * kCoefRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (row >= a.x.rows) return;
+  const typename St::Monoid m;
+  State part = m.identity();
+  for (int i = lane; i < chunks; i += 32) part = m.combine(part, states[row * chunks + i]);
+  const Coef c = St::coef(group_reduce(part, 32, m), a.x.n, a.eps);
+  if (lane == 0) {
+    coefs[row] = c;
+    if constexpr (kStats) {
+      if (a.rstd) a.rstd[row] = c.a;
+      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
+    }
+  }
+}
+
+template <class T, NormKind K, int W, bool kAdd>
+__global__ void __launch_bounds__(kSplitBlock)
+norm_split_apply(NormArgs a, const Coef* coefs, int per_row) {
   using P = Pack<T, W>;
   constexpr int S = kApplyElems / W;  // packs a thread (bf16: 1; f32: 2; scalars: 8)
   static_assert(S * W == kApplyElems);
-  __shared__ Coef coef_shared;
   const std::int64_t blk = gridDim.x - 1 - std::int64_t(blockIdx.x);  // the fold's last first
   const std::int64_t row = blk / per_row;
   const std::int64_t lo = (blk % per_row) * kApplyBlockElems;
@@ -1024,23 +1047,7 @@ norm_split_apply(NormArgs a, const typename Stats<K>::State* states, int chunks,
     for (int s = 0; s < S; ++s)
       if (at(s) < n) r[s] = P::load(src + at(s));
   }
-  if (t < 32) {
-    const typename St::Monoid m;
-    State part = m.identity();
-    for (int i = t; i < chunks; i += 32) part = m.combine(part, states[row * chunks + i]);
-    const Coef c = St::coef(group_reduce(part, 32, m), n, a.eps);
-    if (t == 0) {
-      coef_shared = c;
-      if constexpr (kStats) {
-        if (lo == 0) {
-          if (a.rstd) a.rstd[row] = c.a;
-          if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
-        }
-      }
-    }
-  }
-  __syncthreads();
-  const Coef c = coef_shared;
+  const Coef c = coefs[row];
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;
 #pragma unroll
   for (int s = 0; s < S; ++s) {
@@ -1160,19 +1167,27 @@ void launch_split(const NormArgs& a, cudaStream_t stream, int device) {
   const bool short_rewrite = !fwd_dev_flag("norewrite-short");
   const int per_row = int(ceil_div(n, std::int64_t(kApplyBlockElems)));  // norm_split_apply's blocks
   for_row_batches<T>(a, kMaxGrid / std::max(chunks, per_row), [&](const NormArgs& b) {
-    parallel::cuda::detail::Scratch ws(std::size_t(b.x.rows * chunks) * sizeof(State), stream,
+    const std::size_t state_bytes =  // rounded up to whole Coefs, which follow the states
+        std::size_t(ceil_div(b.x.rows * chunks * std::int64_t(sizeof(State)), std::int64_t(sizeof(Coef)))) *
+        sizeof(Coef);
+    parallel::cuda::detail::Scratch ws(state_bytes + std::size_t(b.x.rows) * sizeof(Coef), stream,
                                        kWhere);
     auto* states = static_cast<State*>(ws.get());
+    auto* coefs = reinterpret_cast<Coef*>(static_cast<char*>(ws.get()) + state_bytes);
     const auto blocks = unsigned(b.x.rows * chunks);
     norm_split_fold<T, K, S, W, kAdd><<<blocks, kSplitBlock, 0, stream>>>(b, states, chunks, chunk);
     check_cuda(cudaGetLastError(), kWhere);
-    // A programmatic dependent of the fold (dev flag "nopdl": a plain launch).
+    // Programmatic dependents, each of the one before (dev flag "nopdl": plain launches).
     const bool pdl = !fwd_dev_flag("nopdl");
-    if (short_rewrite)
-      parallel::cuda::launch_dependent(norm_split_apply<T, K, W, kAdd, kStats>,
+    if (short_rewrite) {
+      parallel::cuda::launch_dependent(norm_split_coef<K, kStats>,
+                                       dim3(unsigned(ceil_div(b.x.rows, std::int64_t(kCoefRowsPerBlock)))),
+                                       dim3(kSplitBlock), 0, stream, pdl, kWhere, b, states, coefs,
+                                       chunks);
+      parallel::cuda::launch_dependent(norm_split_apply<T, K, W, kAdd>,
                                        dim3(unsigned(b.x.rows * per_row)), dim3(kSplitBlock), 0,
-                                       stream, pdl, kWhere, b, states, chunks, per_row);
-    else
+                                       stream, pdl, kWhere, b, static_cast<const Coef*>(coefs), per_row);
+    } else
       parallel::cuda::launch_dependent(norm_split_rewrite<T, K, S, W, kAdd, kStats>, dim3(blocks),
                                        dim3(kSplitBlock), 0, stream, pdl, kWhere, b, states, chunks,
                                        chunk);
