@@ -22,8 +22,9 @@
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
 //   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) of rms and the fused adds, and
-//                                   add_rms_norm's long rows: two kernels, chunk states then the
-//                                   rewrite (x re-read); layer / softmax rows of ≥ 16 slices:
+//                                   add_rms_norm's long rows: chunk states, the rows'
+//                                   coefficients, then the rewrite (x re-read), three kernels
+//                                   chained by PDL; layer / softmax rows of ≥ 16 slices:
 //                                   norm_rows_cluster's grid form (blocks of a row meet across a
 //                                   grid barrier; a cooperative launch)
 //   norm_rows_cluster  longer       a cluster of 1..16 blocks per row (slices ≤ 128 KB; with
@@ -850,12 +851,13 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   }
 }
 
-// ---- Long rows, split over two kernels --------------------------------------------------------
+// ---- Long rows, split over several kernels ----------------------------------------------------
 // Few rows longer than a cluster's shared memory (32×1048576 bf16: 2 MB rows against 16 × 104 KB)
 // leave most of the GPU idle in the cluster kernels: 16-block clusters, 14 resident at once, run
 // 32 rows in three waves, the last a quarter full. Here the row is cut into chunks, one block
-// each, in two launches: norm_split_fold folds its chunk into a state (kAdd: writing s = x + r as
-// it goes), norm_split_rewrite merges the row's chunk states in chunk order (every block of the
+// each: norm_split_fold folds its chunk into a state (kAdd: writing s = x + r as it goes); then
+// norm_split_coef and norm_split_apply (below; the default) or norm_split_rewrite (dev flag
+// "norewrite-short"), which merges the row's chunk states in chunk order (every block of the
 // row the same bits) and rewrites its chunk from x (or s) read again. The re-read costs bytes
 // (x: 6 instead of 4 per element, the add: 10 instead of 8) but every SM is busy in both passes,
 // and the rewrite walks the blocks in reverse, so its first chunks are those the fold read last,
