@@ -220,16 +220,33 @@ __device__ __forceinline__ float rewrite(float v, Coef c, float w, float b) {
   else return (v - c.a) - c.b;
 }
 
+// The weight and bias packs of elements [i, i + W) as raw packs (loaded where the kind has them
+// and they are given), and their values: weight (or 1) and bias (or 0).
+template <class T, NormKind K, int W>
+__device__ __forceinline__ void load_affine_packs(const T* w, const T* b, std::int64_t i,
+                                                  Pack<T, W>& wp, Pack<T, W>& bp) {
+  if constexpr (K == NormKind::rms || K == NormKind::layer)
+    if (w) wp = Pack<T, W>::load_read_only(w + i);
+  if constexpr (K == NormKind::layer)
+    if (b) bp = Pack<T, W>::load_read_only(b + i);
+}
+template <class T, NormKind K, int W>
+__device__ __forceinline__ void unpack_affine(const T* w, const T* b, const Pack<T, W>& wp,
+                                              const Pack<T, W>& bp, float (&wv)[W], float (&bv)[W]) {
+#pragma unroll
+  for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
+  if constexpr (K == NormKind::rms || K == NormKind::layer)
+    if (w) wp.unpack(wv);
+  if constexpr (K == NormKind::layer)
+    if (b) bp.unpack(bv);
+}
 // weight (or 1) and bias (or 0) for elements [i, i + W).
 template <class T, NormKind K, int W>
 __device__ __forceinline__ void load_affine(const T* w, const T* b, std::int64_t i,
                                             float (&wv)[W], float (&bv)[W]) {
-#pragma unroll
-  for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
-  if constexpr (K == NormKind::rms || K == NormKind::layer)
-    if (w) Pack<T, W>::load_read_only(w + i).unpack(wv);
-  if constexpr (K == NormKind::layer)
-    if (b) Pack<T, W>::load_read_only(b + i).unpack(bv);
+  Pack<T, W> wp, bp;
+  load_affine_packs<T, K, W>(w, b, i, wp, bp);
+  unpack_affine<T, K, W>(w, b, wp, bp, wv, bv);
 }
 
 // v += q, rounded to T and stored at `dst`; returns the stored pack (v holds its values).
@@ -917,12 +934,30 @@ norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::i
   if (t == 0) states[blockIdx.x] = acc;
 }
 
+// A row's coefficients from its chunk states, by one warp: lane l folds chunks l, l + 32, ...
+// in order, then the lanes in lane order — the same bits in every warp that calls it. kStats:
+// `write_stats` (one lane of one warp of the row) saves rstd (and LayerNorm's mean).
+template <NormKind K, bool kStats>
+__device__ __forceinline__ Coef row_coef(const NormArgs& a, const typename Stats<K>::State* states,
+                                         std::int64_t row, int chunks, int lane, bool write_stats) {
+  using St = Stats<K>;
+  const typename St::Monoid m;
+  typename St::State part = m.identity();
+  for (int i = lane; i < chunks; i += 32) part = m.combine(part, states[row * chunks + i]);
+  const Coef c = St::coef(group_reduce(part, 32, m), a.x.n, a.eps);
+  if constexpr (kStats) {
+    if (write_stats) {
+      if (a.rstd) a.rstd[row] = c.a;
+      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
+    }
+  }
+  return c;
+}
+
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 __global__ void __launch_bounds__(kSplitBlock)
 norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunks,
                    std::int64_t chunk) {
-  using St = Stats<K>;
-  using State = typename St::State;
   using P = Pack<T, W>;
   constexpr int kStride = kSplitBlock * W;
   constexpr std::int64_t kSweep = std::int64_t(kStride) * S;
@@ -931,7 +966,6 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   const int j = int(blk % chunks);
   const std::int64_t lo = j * chunk, len = std::min(chunk, a.x.n - lo);
   const int t = threadIdx.x, lane = t & 31;
-  const typename St::Monoid m;
   const T* src = kAdd ? sum_row<T, kAdd>(a, row) + lo
                       : static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;
   const auto load_sweep = [&](const Sweep& sw, P (&r)[S]) {  // all loads in flight first
@@ -944,17 +978,8 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   P first[S];
   if constexpr (!kAdd) load_sweep(Sweep(t * W, len, 0), first);
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  // The row's state: lane l folds chunks l, l + 32, ... in order, then the lanes in lane order;
-  // every warp of every block of the row computes the same bits.
-  State part = m.identity();
-  for (int i = lane; i < chunks; i += 32) part = m.combine(part, states[row * chunks + i]);
-  const Coef c = St::coef(group_reduce(part, 32, m), a.x.n, a.eps);
-  if constexpr (kStats) {
-    if (j == 0 && t == 0) {
-      if (a.rstd) a.rstd[row] = c.a;
-      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
-    }
-  }
+  // Every warp of every block of the row computes the same bits.
+  const Coef c = row_coef<K, kStats>(a, states, row, chunks, lane, j == 0 && t == 0);
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride + lo;
   const T* w = a.weight ? static_cast<const T*>(a.weight) + lo : nullptr;
   const T* b = a.bias ? static_cast<const T*>(a.bias) + lo : nullptr;
@@ -998,25 +1023,14 @@ constexpr int kCoefRowsPerBlock = kSplitBlock / 32;
 template <NormKind K, bool kStats>
 __global__ void __launch_bounds__(kSplitBlock)
 norm_split_coef(NormArgs a, const typename Stats<K>::State* states, Coef* coefs, int chunks) {
-  using St = Stats<K>;
-  using State = typename St::State;
   // The apply may be scheduled now: it loads x and the weight, then waits for this grid.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const std::int64_t row = std::int64_t(blockIdx.x) * kCoefRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   asm volatile("griddepcontrol.wait;" ::: "memory");
   if (row >= a.x.rows) return;
-  const typename St::Monoid m;
-  State part = m.identity();
-  for (int i = lane; i < chunks; i += 32) part = m.combine(part, states[row * chunks + i]);
-  const Coef c = St::coef(group_reduce(part, 32, m), a.x.n, a.eps);
-  if (lane == 0) {
-    coefs[row] = c;
-    if constexpr (kStats) {
-      if (a.rstd) a.rstd[row] = c.a;
-      if (K == NormKind::layer && a.mean) a.mean[row] = c.b;
-    }
-  }
+  const Coef c = row_coef<K, kStats>(a, states, row, chunks, lane, lane == 0);
+  if (lane == 0) coefs[row] = c;
 }
 
 template <class T, NormKind K, int W, bool kAdd>
@@ -1039,8 +1053,7 @@ norm_split_apply(NormArgs a, const Coef* coefs, int per_row) {
   for (int s = 0; s < S; ++s) {  // everything that does not depend on the fold, in flight first
     if (at(s) >= n) continue;
     if (!kAdd) r[s] = P::load(static_cast<const T*>(a.x.data) + row * a.x.row_stride + at(s));
-    if ((K == NormKind::rms || K == NormKind::layer) && w) wp[s] = P::load_read_only(w + at(s));
-    if (K == NormKind::layer && b) bp[s] = P::load_read_only(b + at(s));
+    load_affine_packs<T, K, W>(w, b, at(s), wp[s], bp[s]);
   }
   asm volatile("griddepcontrol.wait;" ::: "memory");
   if constexpr (kAdd) {
@@ -1056,10 +1069,7 @@ norm_split_apply(NormArgs a, const Coef* coefs, int per_row) {
     if (at(s) >= n) continue;
     float v[W], wv[W], bv[W], o[W];
     r[s].unpack(v);
-#pragma unroll
-    for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
-    if ((K == NormKind::rms || K == NormKind::layer) && w) wp[s].unpack(wv);
-    if (K == NormKind::layer && b) bp[s].unpack(bv);
+    unpack_affine<T, K, W>(w, b, wp[s], bp[s], wv, bv);
 #pragma unroll
     for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[k], c, wv[k], bv[k]);
     P::pack(o).store_streaming(y + at(s));
