@@ -255,15 +255,18 @@ __device__ __forceinline__ void load_affine(const T* w, const T* b, std::int64_t
     if (b) Pack<T, W>::load_read_only(b + i).unpack(bv);
 }
 
-// v += q, rounded to T and stored at `dst`; returns the stored pack (v holds its values).
+// v += q, rounded to T and stored at `dst` (with an L2 policy where `policy` is set: a sum read
+// again); returns the stored pack (v holds its values).
 template <class T, int W>
-__device__ __forceinline__ Pack<T, W> add_and_store(const Pack<T, W>& q, float (&v)[W], T* dst) {
+__device__ __forceinline__ Pack<T, W> add_and_store(const Pack<T, W>& q, float (&v)[W], T* dst,
+                                                    const std::uint64_t* policy = nullptr) {
   float u[W];
   q.unpack(u);
 #pragma unroll
   for (int k = 0; k < W; ++k) v[k] += u[k];
   const auto sp = Pack<T, W>::pack(v);
-  sp.store(dst);
+  if (policy) sp.store_hint(dst, *policy);
+  else sp.store(dst);
   if constexpr (!std::is_same_v<T, float>) sp.unpack(v);
   return sp;
 }
@@ -315,7 +318,14 @@ __device__ __forceinline__ float block_all(float s, Op op, float* slots) {
 }
 
 // Loads the tile: all packs in flight before the first use. kAdd: r = x + res rounded to T, as
-// stored to `sum` (the normalized value is the stored one).
+// stored to `sum` (the normalized value is the stored one). x and res are read with the L2
+// policy evict-last, as torch.compile's kernels read a row they come back to, although these rows
+// are read once: H200, bf16, same process, two rounds, % of copy in graph replay, plain loads ->
+// evict-last: rms 16384x8192 96.2 -> 99.4, softmax 97.7 -> 99.7, layer 96.6 -> 97.6, add_rms /
+// add_layer 96.0-96.3 -> 99.4-99.9; 4096x4096 rms 83.0 -> 85.3, layer 80.9 -> 83.9, softmax
+// 83.8 -> 86.4, add_rms 90.2 -> 92.5, add_layer 86.3 -> 87.9; 65536x1024 +1.1 to +1.8.
+// Evict-first (or .cs) loads of x lost 4% at 16384x8192 (dev/norm/hint_probe.cu); why evict-last
+// helps rows read once is not established (docs/perf/norm.md, session 18).
 template <class T, int S, int W, bool kAdd, bool kFull = false>
 __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int t, int p, int n,
                                           bool live, Pack<T, W> (&r)[S], bool (&ok)[S]) {
@@ -323,11 +333,12 @@ __device__ __forceinline__ void load_tile(const T* x, const T* res, T* sum, int 
   P q[S];
   const int off = t * W;
   const int rem = live ? n - t * W : 0;  // pack s is in the row iff s·p·W < rem
+  const std::uint64_t last = l2_evict_last();
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     ok[s] = kFull || s * p * W < rem;
-    if (ok[s]) r[s] = P::load(x + off + s * p * W);
-    if (kAdd && ok[s]) q[s] = P::load(res + off + s * p * W);
+    if (ok[s]) r[s] = P::load_hint(x + off + s * p * W, last);
+    if (kAdd && ok[s]) q[s] = P::load_hint(res + off + s * p * W, last);
   }
   if constexpr (kAdd) {
 #pragma unroll
@@ -907,6 +918,11 @@ norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::i
   // The rewrite may be scheduled now: its blocks take the slots this grid's last wave leaves,
   // load their first x, and wait (griddepcontrol.wait) for this grid's states.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  // With the add, x and the residual are read as evict-last and s stored so (s is read again
+  // by the rewrite, as evict-first). H200, bf16, graph replay, % of copy: add_rms 32×1048576
+  // 74.3 -> 74.8, 256×262144 75.9 -> 76.5; the same hints on RMSNorm's x here (without the
+  // add) lost 61.8 -> 59.0 at 32×1048576, so its x is read plainly (docs/perf/norm.md, session 18).
+  const std::uint64_t last = l2_evict_last();
   State acc = m.identity();
   for (std::int64_t c0 = 0; c0 < len; c0 += kSweep) {
     const Sweep sw(c0 + t * W, len, 0);
@@ -915,8 +931,8 @@ norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::i
 #pragma unroll
     for (int s = 0; s < S; ++s) {  // all loads in flight first
       ok[s] = kStride * s < sw.rem;
-      if (ok[s]) r[s] = P::load(x + sw.base + kStride * s);
-      if (kAdd && ok[s]) q[s] = P::load(res + sw.base + kStride * s);
+      if (ok[s]) r[s] = kAdd ? P::load_hint(x + sw.base + kStride * s, last) : P::load(x + sw.base + kStride * s);
+      if (kAdd && ok[s]) q[s] = P::load_hint(res + sw.base + kStride * s, last);
     }
 #pragma unroll
     for (int s0 = 0; s0 < S; s0 += kFold) {
@@ -927,7 +943,7 @@ norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::i
         ok_tile[s - s0] = ok[s];
         if (ok[s]) {
           r[s].unpack(v[s - s0]);
-          if constexpr (kAdd) add_and_store(q[s], v[s - s0], sum + sw.base + kStride * s);
+          if constexpr (kAdd) add_and_store(q[s], v[s - s0], sum + sw.base + kStride * s, &last);
         } else {
 #pragma unroll
           for (int k = 0; k < W; ++k) v[s - s0][k] = 0.f;
@@ -977,7 +993,8 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   const auto load_sweep = [&](const Sweep& sw, P (&r)[S]) {  // all loads in flight first
 #pragma unroll
     for (int s = 0; s < S; ++s)
-      if (kStride * s < sw.rem) r[s] = P::load(src + sw.base + kStride * s);
+      if (kStride * s < sw.rem)
+        r[s] = kAdd ? P::load_hint(src + sw.base + kStride * s, l2_evict_first()) : P::load(src + sw.base + kStride * s);
   };
   // Launched as a programmatic dependent of the fold: x does not depend on it, so the first
   // sweep of x is loaded before waiting for the fold's states (s, with the add, is its output).
@@ -1064,9 +1081,10 @@ norm_split_apply(NormArgs a, const Coef* coefs, int per_row) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   if constexpr (kAdd) {
     const T* src = sum_row<T, kAdd>(a, row);
+    const std::uint64_t first = l2_evict_first();  // s's last read (the fold stored it evict-last)
 #pragma unroll
     for (int s = 0; s < S; ++s)
-      if (at(s) < n) r[s] = P::load(src + at(s));
+      if (at(s) < n) r[s] = P::load_hint(src + at(s), first);
   }
   const Coef c = coefs[row];
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride;

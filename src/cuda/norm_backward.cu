@@ -468,12 +468,13 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     }
     const T* xr = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
     const T* dr = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
+    const std::uint64_t last = l2_evict_last();  // as the forward's register rows (norm.cu)
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       px[s].raw = pd[s].raw = {};
       if (ok[s]) {
-        px[s] = Pack<T, W>::load(xr + s * p * W);
-        pd[s] = Pack<T, W>::load(dr + s * p * W);
+        px[s] = Pack<T, W>::load_hint(xr + s * p * W, last);
+        pd[s] = Pack<T, W>::load_hint(dr + s * p * W, last);
       }
     }
   };

@@ -1,0 +1,333 @@
+// dev/norm/hint_probe.cu — session 18: does the way x is read and y written (L2 eviction
+// priority, streaming, one pass or two) move an RMSNorm row kernel at 16384×8192 bf16, where
+// torch.compile's kernel (x read twice: evict-last, then evict-first; plain stores) runs 3–4%
+// faster than sixfold's rms_norm with the same DRAM bytes (dev/norm/README.md, fv13)?
+//
+// One small kernel, one block a row, the knobs as template arguments:
+//   Threads  256 (4 packs of 8 a thread at n = 8192, as the library's block kernel) or 512
+//   LX       how x is read: 0 plain, 1 L2 evict-last (createpolicy + .L2::cache_hint),
+//            2 L2 evict-first, 3 ld.global.cs (streaming)
+//   SY       how y is written: 0 plain, 1 st.global.cs, 2 L2 evict-first hint
+//   Two      x read twice: first pass (LX) for Σx², second pass evict-first for the rewrite
+// each timed per call in a 20-call CUDA graph on x and y rotating through > 2× the L2, beside the
+// library's rms_norm, cudaMemcpyAsync of the same bytes and a plain copy kernel, two rounds; each
+// variant's output is compared with the library's (weight random, so a wrong weight index shows).
+// Not part of the build:
+//   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -Iinclude dev/norm/hint_probe.cu \
+//     BUILD/libsixfold.a -lcublas -lgomp -o hint_probe
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../cuda_check.cuh"
+#include "sixfold/ops/norm.hpp"
+#include "sixfold/runtime/tensor.hpp"
+
+using namespace sixfold;
+
+namespace {
+
+__device__ __forceinline__ std::uint64_t policy_last() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ std::uint64_t policy_first() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+template <int LX>
+__device__ __forceinline__ uint4 load_x(const uint4* p, std::uint64_t pol) {
+  uint4 v;
+  if constexpr (LX == 0)
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  else if constexpr (LX == 1 || LX == 2)
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+  else
+    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+template <int SY>
+__device__ __forceinline__ void store_y(uint4* p, uint4 v, std::uint64_t pol) {
+  if constexpr (SY == 0)
+    asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  else if constexpr (SY == 1)
+    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  else
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w), "l"(pol)
+                 : "memory");
+}
+
+__device__ __forceinline__ void unpack(uint4 q, float (&f)[8]) {
+  const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    f[2 * h] = __uint_as_float(u[h] << 16);
+    f[2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+  }
+}
+
+template <int N, int Threads, int LX, int SY, bool Two>
+__global__ void __launch_bounds__(Threads) rms_hint(const uint4* x, const uint4* w, uint4* y, float eps) {
+  constexpr int P = N / 8 / Threads;  // 16-byte packs a thread
+  static_assert(P >= 1 && N % (8 * Threads) == 0);
+  __shared__ float red[Threads / 32];
+  const int t = threadIdx.x;
+  const uint4* xr = x + std::int64_t(blockIdx.x) * (N / 8);
+  uint4* yr = y + std::int64_t(blockIdx.x) * (N / 8);
+  const std::uint64_t pol = LX == 1 ? policy_last() : policy_first();
+  const std::uint64_t pol_y = policy_first();
+  uint4 q[P], wq[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) wq[p] = __ldg(w + p * Threads + t);
+#pragma unroll
+  for (int p = 0; p < P; ++p) q[p] = load_x<LX>(xr + p * Threads + t, pol);
+  float part[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    float f[8];
+    unpack(q[p], f);
+    part[p] = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) part[p] = fmaf(f[k], f[k], part[p]);
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) ss += part[p];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((t & 31) == 0) red[t >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < Threads / 32; ++i) tot += red[i];
+  const float r = 1.0f / sqrtf(tot / float(N) + eps);
+  if constexpr (Two) {  // the rewrite reads x again, evict-first (an L2 hit where pass 1 kept it)
+    const std::uint64_t pf = policy_first();
+#pragma unroll
+    for (int p = 0; p < P; ++p) q[p] = load_x<2>(xr + p * Threads + t, pf);
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    float f[8], g[8];
+    unpack(q[p], f);
+    unpack(wq[p], g);
+    unsigned u[4];
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * h] * r * g[2 * h], f[2 * h + 1] * r * g[2 * h + 1]);
+      std::memcpy(&u[h], &b2, 4);
+    }
+    store_y<SY>(yr + p * Threads + t, make_uint4(u[0], u[1], u[2], u[3]), pol_y);
+  }
+}
+
+// Plain 16-byte loads and stores, 4 in flight a thread, grid-stride.
+__global__ void __launch_bounds__(256) copy_ldg(const uint4* x, uint4* y, std::int64_t count) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * 256 * 4;
+  for (std::int64_t i = blockIdx.x * 1024 + threadIdx.x; i < count; i += stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k * 256 < count) v[k] = x[i + k * 256];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k * 256 < count) y[i + k * 256] = v[k];
+  }
+}
+
+__global__ void fill_random(std::uint16_t* x, std::int64_t count, std::uint32_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    std::uint32_t h = std::uint32_t(i) * 0x9e3779b9u ^ seed;
+    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
+    const float f = float(h >> 8) * (9.0f / 16777216.0f) - 4.0f;
+    x[i] = std::uint16_t(__float_as_uint(f) >> 16);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double per_call_us(const std::function<void(int)>& f, int reps, cudaStream_t st) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < reps + 3; ++i) {
+    CK(cudaEventRecord(a, st));
+    f(i);
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 3) t.push_back(ms * 1e3);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return median(t);
+}
+
+double graph_us(const std::function<void(int)>& f, int calls, cudaStream_t st) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) f(i);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const double t = per_call_us([&](int) { CK(cudaGraphLaunch(ge, st)); }, 10, st);
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  return t / calls;
+}
+
+float bf16_to_float(std::uint16_t h) {
+  const std::uint32_t u = std::uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Variant {
+  std::string name;
+  std::function<void(const void*, const void*, void*, std::int64_t, cudaStream_t)> launch;
+};
+
+template <int N, int Threads, int LX, int SY, bool Two>
+Variant variant(const char* name) {
+  return {name, [](const void* x, const void* w, void* y, std::int64_t rows, cudaStream_t st) {
+            rms_hint<N, Threads, LX, SY, Two><<<unsigned(rows), Threads, 0, st>>>(
+                static_cast<const uint4*>(x), static_cast<const uint4*>(w), static_cast<uint4*>(y), 1e-5f);
+          }};
+}
+
+template <int N>
+std::vector<Variant> variants() {
+  return {
+      variant<N, 256, 0, 0, false>("t256 plain"),
+      variant<N, 256, 1, 0, false>("t256 x evict_last"),
+      variant<N, 256, 2, 0, false>("t256 x evict_first"),
+      variant<N, 256, 3, 0, false>("t256 x .cs"),
+      variant<N, 256, 0, 1, false>("t256 y .cs"),
+      variant<N, 256, 0, 2, false>("t256 y evict_first"),
+      variant<N, 256, 2, 1, false>("t256 x ef, y .cs"),
+      variant<N, 512, 0, 0, false>("t512 plain"),
+      variant<N, 256, 1, 0, true>("t256 two-pass el/ef"),
+      variant<N, 512, 1, 0, true>("t512 two-pass el/ef"),
+      variant<N, 512, 0, 0, true>("t512 two-pass plain/ef"),
+  };
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const Stream stream{st};
+  const std::size_t big = std::size_t(1) << 30;
+  void *p, *q;
+  CK(cudaMalloc(&p, big));
+  CK(cudaMalloc(&q, big));
+  CK(cudaMemset(p, 1, big));
+  const auto big_copy = [&](int) { CK(cudaMemcpyAsync(q, p, big, cudaMemcpyDeviceToDevice, st)); };
+  const double big_us = graph_us(big_copy, 5, st);
+  const double ceil_gbps = 2.0 * double(big) / big_us / 1e3;
+  CK(cudaFree(p));
+  CK(cudaFree(q));
+  std::printf("copy 1 GiB in a graph: %.1f us = %.0f GB/s (the ceiling)\n", big_us, ceil_gbps);
+  std::printf("%-26s %-11s %9s %7s   (round 1 / round 2; %% = bytes / ceiling over time)\n", "variant", "shape",
+              "graph_us", "%");
+  struct Shape { std::int64_t rows, n; };
+  const Shape shapes[] = {{16384, 8192}, {4096, 4096}};
+  std::uint32_t seed = 11;
+  for (const Shape sh : shapes) {
+    const std::int64_t numel = sh.rows * sh.n;
+    const std::size_t bytes = std::size_t(numel) * 2;
+    // x and y rotate through slots whose total is > 2× a 60 MB L2
+    const int slots = int(std::clamp<std::int64_t>((std::int64_t(160) << 20) / std::int64_t(2 * bytes) + 1, 1, 16));
+    std::vector<void*> xs(static_cast<std::size_t>(slots)), ys(static_cast<std::size_t>(slots));
+    for (int s = 0; s < slots; ++s) {
+      CK(cudaMalloc(&xs[std::size_t(s)], bytes));
+      CK(cudaMalloc(&ys[std::size_t(s)], bytes));
+      fill_random<<<1024, 256>>>(static_cast<std::uint16_t*>(xs[std::size_t(s)]), numel, seed++);
+    }
+    void* w;
+    CK(cudaMalloc(&w, std::size_t(sh.n) * 2));
+    fill_random<<<64, 256>>>(static_cast<std::uint16_t*>(w), sh.n, seed++);
+    CK(cudaGetLastError());
+    const Device dev = Device::cuda(0);
+    const auto view = [&](void* ptr) { return TensorView::contiguous(ptr, DType::bf16, {sh.rows, sh.n}, dev); };
+    const TensorView tw = TensorView::contiguous(w, DType::bf16, {sh.n}, dev);
+    char label[32];
+    std::snprintf(label, sizeof label, "%lldx%lld", (long long)sh.rows, (long long)sh.n);
+    const double floor_us = 2.0 * double(bytes) / ceil_gbps / 1e3;
+    std::vector<Variant> vs = sh.n == 8192 ? variants<8192>() : variants<4096>();
+    std::vector<std::pair<std::string, std::function<void(int)>>> rows;
+    rows.push_back({"library rms_norm", [&](int i) {
+                      rms_norm(view(xs[std::size_t(i % slots)]), tw, view(ys[std::size_t(i % slots)]), {1e-5f}, stream);
+                    }});
+    rows.push_back({"cudaMemcpyAsync", [&](int i) {
+                      CK(cudaMemcpyAsync(ys[std::size_t(i % slots)], xs[std::size_t(i % slots)], bytes,
+                                         cudaMemcpyDeviceToDevice, st));
+                    }});
+    rows.push_back({"copy kernel", [&](int i) {
+                      copy_ldg<<<132 * 8, 256, 0, st>>>(static_cast<const uint4*>(xs[std::size_t(i % slots)]),
+                                                       static_cast<uint4*>(ys[std::size_t(i % slots)]),
+                                                       std::int64_t(bytes / 16));
+                    }});
+    for (const Variant& v : vs)
+      rows.push_back({v.name, [&, launch = v.launch](int i) {
+                        launch(xs[std::size_t(i % slots)], w, ys[std::size_t(i % slots)], sh.rows, st);
+                      }});
+    std::vector<std::vector<double>> t(rows.size());
+    for (int round = 0; round < 2; ++round)
+      for (std::size_t k = 0; k < rows.size(); ++k) t[k].push_back(graph_us(rows[k].second, 20, st));
+    for (std::size_t k = 0; k < rows.size(); ++k)
+      std::printf("%-26s %-11s %9.2f %9.2f %7.1f %7.1f\n", rows[k].first.c_str(), label, t[k][0], t[k][1],
+                  100 * floor_us / t[k][0], 100 * floor_us / t[k][1]);
+    // Agreement with the library on slot 0: max |v - lib| / max(1, |lib|).
+    std::vector<std::uint16_t> a(static_cast<std::size_t>(numel)), b(static_cast<std::size_t>(numel));
+    rms_norm(view(xs[0]), tw, view(ys[0]), {1e-5f}, stream);
+    CK(cudaMemcpyAsync(a.data(), ys[0], bytes, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    for (const Variant& v : vs) {
+      CK(cudaMemsetAsync(ys[0], 0xff, bytes, st));
+      v.launch(xs[0], w, ys[0], sh.rows, st);
+      CK(cudaMemcpyAsync(b.data(), ys[0], bytes, cudaMemcpyDeviceToHost, st));
+      CK(cudaStreamSynchronize(st));
+      double worst = 0;
+      for (std::size_t e = 0; e < a.size(); ++e) {
+        const float fa = bf16_to_float(a[e]), fb = bf16_to_float(b[e]);
+        const double d = std::isnan(fb) ? 1e9 : double(std::fabs(fa - fb)) / std::max(1.0, double(std::fabs(fa)));
+        worst = std::max(worst, d);
+      }
+      std::printf("  %s %s: max |v - library| / max(1, |y|) = %.3g (bf16 eps 0.0078)\n", v.name.c_str(), label, worst);
+    }
+    for (int s = 0; s < slots; ++s) {
+      CK(cudaFree(xs[std::size_t(s)]));
+      CK(cudaFree(ys[std::size_t(s)]));
+    }
+    CK(cudaFree(w));
+  }
+  CK(cudaGetLastError());
+  return 0;
+}
