@@ -1,20 +1,25 @@
 // dev/norm/hint_probe.cu — session 18: does the way x is read and y written (L2 eviction
-// priority, streaming, one pass or two) move an RMSNorm row kernel at 16384×8192 bf16, where
-// torch.compile's kernel (x read twice: evict-last, then evict-first; plain stores) runs 3–4%
-// faster than sixfold's rms_norm with the same DRAM bytes (dev/norm/README.md, fv13)?
+// priority, streaming, one pass or two) move an RMSNorm row kernel? At 16384×8192 bf16
+// torch.compile's kernel (x read twice: evict-last, then evict-first; plain stores) ran 3–4%
+// faster than sixfold's rms_norm with the same DRAM bytes (dev/norm/README.md, fv13).
 //
-// One small kernel, one block a row, the knobs as template arguments:
-//   Threads  256 (4 packs of 8 a thread at n = 8192, as the library's block kernel) or 512
+// Small kernels, the knobs as template arguments: one block a row (rms_hint) with
+//   Threads  128, 256 or 512 (at n = 8192: 8, 4 or 2 packs of 8 a thread)
 //   LX       how x is read: 0 plain, 1 L2 evict-last (createpolicy + .L2::cache_hint),
 //            2 L2 evict-first, 3 ld.global.cs (streaming)
 //   SY       how y is written: 0 plain, 1 st.global.cs, 2 L2 evict-first hint
 //   Two      x read twice: first pass (LX) for Σx², second pass evict-first for the rewrite
-// each timed per call in a 20-call CUDA graph on x and y rotating through > 2× the L2, beside the
-// library's rms_norm, cudaMemcpyAsync of the same bytes and a plain copy kernel, two rounds; each
-// variant's output is compared with the library's (weight random, so a wrong weight index shows).
-// Not part of the build:
+// and, for n = 1024, a warp a row with 1–8 rows a block (rms_warp_rows). Each is timed per call
+// in a 20-call CUDA graph beside the library's rms_norm, cudaMemcpyAsync of the same bytes and a
+// plain copy kernel, two rounds, on x and y rotating through slots: PROBE_SLOTS=cli as `sixfold
+// bench` does, otherwise (default) ≥ 4 slots and 1 GiB of x, so that no L2 line of an x can
+// survive until its next call. Each variant's output is compared with the library's (random
+// weight, so a wrong weight index shows). Shapes 65536×1024, 16384×8192, 4096×4096. Not part of
+// the build:
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -Iinclude dev/norm/hint_probe.cu \
 //     BUILD/libsixfold.a -lcublas -lgomp -o hint_probe
+// (The "%" column divides by a 1 GiB cudaMemcpyAsync in a graph, which runs at ~2.7 TB/s there,
+// not the 4.27 TB/s of a copy kernel: compare the µs columns, not the %.)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -139,6 +144,46 @@ __global__ void __launch_bounds__(Threads) rms_hint(const uint4* x, const uint4*
   }
 }
 
+// Rows of N = 32·P·8 elements, one warp each, Rows warps (rows) a block.
+template <int N, int Rows, int LX>
+__global__ void __launch_bounds__(32 * Rows) rms_warp_rows(const uint4* x, const uint4* w, uint4* y, float eps) {
+  constexpr int P = N / 8 / 32;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = std::int64_t(blockIdx.x) * Rows + (threadIdx.x >> 5);
+  const uint4* xr = x + row * (N / 8);
+  uint4* yr = y + row * (N / 8);
+  const std::uint64_t pol = policy_last();
+  uint4 q[P], wq[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) wq[p] = __ldg(w + p * 32 + lane);
+#pragma unroll
+  for (int p = 0; p < P; ++p) q[p] = load_x<LX>(xr + p * 32 + lane, pol);
+  float ss = 0.f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    float f[8];
+    unpack(q[p], f);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) ss = fmaf(f[k], f[k], ss);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float r = 1.0f / sqrtf(ss / float(N) + eps);
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    float f[8], g[8];
+    unpack(q[p], f);
+    unpack(wq[p], g);
+    unsigned u[4];
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * h] * r * g[2 * h], f[2 * h + 1] * r * g[2 * h + 1]);
+      std::memcpy(&u[h], &b2, 4);
+    }
+    store_y<0>(yr + p * 32 + lane, make_uint4(u[0], u[1], u[2], u[3]), 0);
+  }
+}
+
 // Plain 16-byte loads and stores, 4 in flight a thread, grid-stride.
 __global__ void __launch_bounds__(256) copy_ldg(const uint4* x, uint4* y, std::int64_t count) {
   const std::int64_t stride = std::int64_t(gridDim.x) * 256 * 4;
@@ -220,9 +265,31 @@ Variant variant(const char* name) {
           }};
 }
 
+template <int N, int Rows, int LX>
+Variant warp_variant(const char* name) {
+  return {name, [](const void* x, const void* w, void* y, std::int64_t rows, cudaStream_t st) {
+            rms_warp_rows<N, Rows, LX><<<unsigned(rows / Rows), 32 * Rows, 0, st>>>(
+                static_cast<const uint4*>(x), static_cast<const uint4*>(w), static_cast<uint4*>(y), 1e-5f);
+          }};
+}
+
 template <int N>
 std::vector<Variant> variants() {
+  if constexpr (N == 1024)
+    return {
+        warp_variant<N, 1, 0>("warp rows x1 plain"),
+        warp_variant<N, 1, 1>("warp rows x1 evict_last"),
+        warp_variant<N, 2, 1>("warp rows x2 evict_last"),
+        warp_variant<N, 4, 1>("warp rows x4 evict_last"),
+        warp_variant<N, 8, 1>("warp rows x8 evict_last"),
+        variant<N, 128, 1, 0, false>("t128 x evict_last"),
+        variant<N, 64, 1, 0, false>("t64 x evict_last"),
+        variant<N, 128, 1, 0, true>("t128 two-pass el/ef"),
+    };
+  else
   return {
+      variant<N, 128, 0, 0, false>("t128 plain"),
+      variant<N, 128, 1, 0, false>("t128 x evict_last"),
       variant<N, 256, 0, 0, false>("t256 plain"),
       variant<N, 256, 1, 0, false>("t256 x evict_last"),
       variant<N, 256, 2, 0, false>("t256 x evict_first"),
@@ -257,13 +324,19 @@ int main() {
   std::printf("%-26s %-11s %9s %7s   (round 1 / round 2; %% = bytes / ceiling over time)\n", "variant", "shape",
               "graph_us", "%");
   struct Shape { std::int64_t rows, n; };
-  const Shape shapes[] = {{16384, 8192}, {4096, 4096}};
+  const Shape shapes[] = {{65536, 1024}, {16384, 8192}, {4096, 4096}};
   std::uint32_t seed = 11;
   for (const Shape sh : shapes) {
     const std::int64_t numel = sh.rows * sh.n;
     const std::size_t bytes = std::size_t(numel) * 2;
-    // x and y rotate through slots whose total is > 2× a 60 MB L2
-    const int slots = int(std::clamp<std::int64_t>((std::int64_t(160) << 20) / std::int64_t(2 * bytes) + 1, 1, 16));
+    // x and y rotate through slots: PROBE_SLOTS=cli as `sixfold bench` (enough sets for twice a
+    // 50 MB L2: one at 16384x8192, two at 4096x4096), else at least 4 and 1 GiB of x (an x read
+    // again only after 1 GiB of other traffic: no L2 line of it can survive between its calls).
+    const char* mode = std::getenv("PROBE_SLOTS");
+    const bool cli = mode && std::strcmp(mode, "cli") == 0;
+    const int slots = cli ? int(std::clamp<std::int64_t>((std::int64_t(100) << 20) / std::int64_t(2 * bytes) + 1, 1, 8))
+                          : int(std::clamp<std::int64_t>((std::int64_t(1) << 30) / std::int64_t(bytes), 4, 32));
+    std::printf("%s: %d slots of x and y\n", cli ? "cli slots" : "many slots", slots);
     std::vector<void*> xs(static_cast<std::size_t>(slots)), ys(static_cast<std::size_t>(slots));
     for (int s = 0; s < slots; ++s) {
       CK(cudaMalloc(&xs[std::size_t(s)], bytes));
@@ -280,7 +353,7 @@ int main() {
     char label[32];
     std::snprintf(label, sizeof label, "%lldx%lld", (long long)sh.rows, (long long)sh.n);
     const double floor_us = 2.0 * double(bytes) / ceil_gbps / 1e3;
-    std::vector<Variant> vs = sh.n == 8192 ? variants<8192>() : variants<4096>();
+    std::vector<Variant> vs = sh.n == 8192 ? variants<8192>() : sh.n == 4096 ? variants<4096>() : variants<1024>();
     std::vector<std::pair<std::string, std::function<void(int)>>> rows;
     rows.push_back({"library rms_norm", [&](int i) {
                       rms_norm(view(xs[std::size_t(i % slots)]), tw, view(ys[std::size_t(i % slots)]), {1e-5f}, stream);
