@@ -1,57 +1,67 @@
-"""sixfold's fused activations vs PyTorch on the same bf16 tensors (GPU): bias+GELU against
-F.gelu(x + b) eager and under torch.compile, SiLU-gate against F.silu(a) * b. Inputs rotate
-between two copies (512 MB each, beyond L2); CUDA events; median of 40. GB/s counts each input
-read once and the output written once.
+"""sixfold's fused activations vs PyTorch on the same bf16 tensors (GPU): bias+GELU (erf and tanh
+forms) against F.gelu(x + b) eager and under torch.compile, SiLU-gate against F.silu(a) * b.
+Inputs rotate through enough copies to pass 4x a 50 MB L2; timing as bench/torch_norm.py (events
+around a batch of calls, or with --graph their replay from one CUDA graph); median of 40. GB/s
+counts each input read once and the output written once; "% copy" divides by a 1 GiB copy-class
+kernel (torch.neg into another tensor: y.copy_(x) is a cudaMemcpyAsync, ~2.7 TB/s on the H200
+against ~4.2 TB/s for a copy kernel) timed in the same process, or by --copy-gbps.
 
-    python3 bench/torch_activation.py [--rows R] [--n N]
+    python3 bench/torch_activation.py [--shapes 16384x8192,4096x4096,65536x1024] [--graph]
 """
 import argparse
-import statistics
 
 import torch
 import torch.nn.functional as F
 
 import sixfold
+import torch_norm  # time_ms: the same timing as the norms' side-by-side
+
+SHAPES = [(16384, 8192), (4096, 4096), (65536, 1024)]
 
 
-def time_ms(fn, sets, reps=40, warmup=5):
-    for i in range(warmup):
-        fn(*sets[i % len(sets)])
-    ts = []
-    for i in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn(*sets[i % len(sets)])
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+def copy_gbps():
+    x = torch.empty(1 << 29, device="cuda", dtype=torch.bfloat16)  # 1 GiB
+    y = torch.empty_like(x)
+    ms = torch_norm.time_ms(lambda _: torch.neg(x, out=y), [None])
+    return 2 * x.numel() * 2 / ms / 1e6
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=16384)
-    ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--shapes", default="")
+    ap.add_argument("--graph", action="store_true", help="replay the calls from a CUDA graph")
+    ap.add_argument("--copy-gbps", type=float, default=0.0, help="the copy ceiling (default: measured)")
     args = ap.parse_args()
-    r, n = args.rows, args.n
-    sets = [(torch.randn(r, n, device="cuda", dtype=torch.bfloat16),
-             torch.randn(r, n, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
-    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    c_gelu = torch.compile(lambda x: F.gelu(x + bias), dynamic=False)
-    c_silu = torch.compile(lambda a, b: F.silu(a) * b, dynamic=False)
-    rows = [
-        ("bias_gelu", "sixfold", lambda x, g: sixfold.bias_gelu(x, bias), 4),
-        ("bias_gelu", "eager F.gelu(x+b)", lambda x, g: F.gelu(x + bias), 4),
-        ("bias_gelu", "torch.compile", lambda x, g: c_gelu(x), 4),
-        ("silu_gate", "sixfold", lambda a, b: sixfold.silu_gate(a, b), 6),
-        ("silu_gate", "eager F.silu(a)*b", lambda a, b: F.silu(a) * b, 6),
-        ("silu_gate", "torch.compile", lambda a, b: c_silu(a, b), 6),
-    ]
-    print(f"device: {torch.cuda.get_device_name()}, {r}x{n} bf16")
-    print(f"{'op':<10} {'impl':<20} {'median ms':>10} {'GB/s':>8}")
-    for op, name, fn, bytes_per in rows:
-        ms = time_ms(fn, sets)
-        print(f"{op:<10} {name:<20} {ms:>10.4f} {bytes_per * r * n / ms / 1e6:>8.0f}")
+    torch_norm.GRAPH = args.graph
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    ceiling = args.copy_gbps or copy_gbps()
+    print(f"device: {torch.cuda.get_device_name()}, bf16, {'graph replay' if args.graph else 'batches of calls'}; "
+          f"copy ceiling {ceiling:.0f} GB/s")
+    print(f"{'op':<10} {'shape':<12} {'impl':<22} {'median ms':>10} {'GB/s':>8} {'% copy':>7}")
+    for r, n in shapes:
+        copies = max(2, -(-(200 << 20) // (2 * r * n * 2)))
+        sets = [(torch.randn(r, n, device="cuda", dtype=torch.bfloat16),
+                 torch.randn(r, n, device="cuda", dtype=torch.bfloat16)) for _ in range(copies)]
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        c_gelu = torch.compile(lambda x: F.gelu(x + bias), dynamic=False)
+        c_gelu_tanh = torch.compile(lambda x: F.gelu(x + bias, approximate="tanh"), dynamic=False)
+        c_silu = torch.compile(lambda a, b: F.silu(a) * b, dynamic=False)
+        rows = [
+            ("bias_gelu", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias), 4),
+            ("bias_gelu", "eager F.gelu(x+b)", lambda s: F.gelu(s[0] + bias), 4),
+            ("bias_gelu", "torch.compile", lambda s: c_gelu(s[0]), 4),
+            ("gelu_tanh", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias, approximate="tanh"), 4),
+            ("gelu_tanh", "torch.compile", lambda s: c_gelu_tanh(s[0]), 4),
+            ("silu_gate", "sixfold", lambda s: sixfold.silu_gate(s[0], s[1]), 6),
+            ("silu_gate", "eager F.silu(a)*b", lambda s: F.silu(s[0]) * s[1], 6),
+            ("silu_gate", "torch.compile", lambda s: c_silu(s[0], s[1]), 6),
+        ]
+        for op, name, fn, bytes_per in rows:
+            ms = torch_norm.time_ms(fn, sets)
+            gbps = bytes_per * r * n / ms / 1e6
+            print(f"{op:<10} {f'{r}x{n}':<12} {name:<22} {ms:>10.4f} {gbps:>8.0f} {100 * gbps / ceiling:>6.1f}%",
+                  flush=True)
+        del sets
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "../ops/activation_entries.hpp"
 #include "sixfold/parallel/cuda.cuh"
@@ -40,15 +41,55 @@ struct alignas(sizeof(T) * V) Vec {
   T e[V];
 };
 
+// v·sigmoid(a) = v / (1 + e^−a), e^−a by ex2.approx and the quotient by one reciprocal
+// (__fdividef: ~2 ulp). Exactly 0 for a < −80, so −inf gives −inf·0 = NaN as the formula does,
+// and e^−a ≤ e^80 keeps the divisor finite (below __fdividef's 2^126).
+__device__ __forceinline__ float times_sigmoid(float v, float a) {
+  const float e = __expf(fminf(-a, 80.0f));
+  return a < -80.0f ? v * 0.0f : __fdividef(v, 1.0f + e);
+}
+
+// u·Φ(u) = u/2 · (1 + erf(u/√2)) with the CPU's rational fit of erf (|error| <= 4e-7): ~20
+// instructions an element where erff took ~35 (SASS of the bf16 kernel: 320 for 8 elements),
+// which made the kernel issue-bound at 16384×8192. 1 + erf is kept >= 0, as on the CPU.
+__device__ __forceinline__ float gelu_erf(float u) {
+  using M = ActivationMath;
+  constexpr float kP[6] = {M::kErfP[0], M::kErfP[1], M::kErfP[2], M::kErfP[3], M::kErfP[4], M::kErfP[5]};
+  constexpr float kQ[6] = {M::kErfQ[0], M::kErfQ[1], M::kErfQ[2], M::kErfQ[3], M::kErfQ[4], M::kErfQ[5]};
+  const float z = fminf(fmaxf(u * M::kSqrtHalf, -M::kErfClamp), M::kErfClamp);
+  const float s = z * z;
+  float p = fmaf(s, kP[0], kP[1]), q = fmaf(s, kQ[0], kQ[1]);
+#pragma unroll
+  for (int k = 2; k < 6; ++k) {
+    p = fmaf(p, s, kP[k]);
+    q = fmaf(q, s, kQ[k]);
+  }
+  return 0.5f * u * fmaxf(__fdividef(z * p, q) + 1.0f, 0.0f);
+}
+
 template <ActivationKind K>
 __device__ __forceinline__ float apply(float v, float g) {
   if constexpr (K == ActivationKind::gelu_erf) {
-    return 0.5f * v * (1.0f + erff(v * ActivationMath::kSqrtHalf));
-  } else if constexpr (K == ActivationKind::gelu_tanh) {
+    return gelu_erf(v);
+  } else if constexpr (K == ActivationKind::gelu_tanh) {  // u/2·(1 + tanh t) = u·sigmoid(2t)
     const float t = ActivationMath::kSqrt2OverPi * (v + 0.044715f * v * v * v);
-    return 0.5f * v * (1.0f + tanhf(t));
+    return times_sigmoid(v, 2.0f * t);
   } else {
-    return v / (1.0f + expf(-v)) * g;
+    return times_sigmoid(v, v) * g;
+  }
+}
+
+// One V-element access of a row; 16-byte ones read with the L2 policy evict-last (as the norms'
+// rows: docs/perf/norm.md, session 18).
+template <class T, int V>
+__device__ __forceinline__ Vec<T, V> load_row(const T* p, std::uint64_t policy) {
+  if constexpr (sizeof(Vec<T, V>) == 16) {
+    const uint4 raw = parallel::cuda::load_l2_hint(reinterpret_cast<const uint4*>(p), policy);
+    Vec<T, V> v;
+    memcpy(&v, &raw, 16);
+    return v;
+  } else {
+    return *reinterpret_cast<const Vec<T, V>*>(p);
   }
 }
 
@@ -64,12 +105,13 @@ __global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
 #pragma unroll
       for (int k = 0; k < V; ++k) bias.e[k] = from_f32<T>(0.f);
   }
+  const std::uint64_t policy = parallel::cuda::l2_evict_last();
   for (std::int64_t r = std::int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < a.x.rows;
        r += std::int64_t(gridDim.y) * blockDim.y) {
-    const W x = *reinterpret_cast<const W*>(static_cast<const T*>(a.x.data) + r * a.x.row_stride + col);
+    const W x = load_row<T, V>(static_cast<const T*>(a.x.data) + r * a.x.row_stride + col, policy);
     W g{};
     if constexpr (K == ActivationKind::silu_gate)
-      g = *reinterpret_cast<const W*>(static_cast<const T*>(a.b.data) + r * a.b.row_stride + col);
+      g = load_row<T, V>(static_cast<const T*>(a.b.data) + r * a.b.row_stride + col, policy);
     W y;
 #pragma unroll
     for (int k = 0; k < V; ++k) {

@@ -45,20 +45,8 @@ __device__ __forceinline__ P opaque(P v) {
   return v;
 }
 
-// L2 eviction priorities for Pack::load_hint (one createpolicy each, per thread). A row read
-// once more after its statistics (the split path's rewrite, a cluster slice beyond its shared
-// memory) is read first as evict-last and again as evict-first; so are the register rows, read
-// once: see launch_register_rows in norm.cu for what that measured.
-__device__ __forceinline__ std::uint64_t l2_evict_last() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ std::uint64_t l2_evict_first() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
+using parallel::cuda::l2_evict_first;  // L2 policies for Pack::load_hint / store_hint
+using parallel::cuda::l2_evict_last;
 
 template <int Bytes> struct RawWord;
 template <> struct RawWord<16> { using type = uint4; };
@@ -81,35 +69,11 @@ struct Pack {
   }
   // With an L2 eviction priority (l2_evict_last() / l2_evict_first()).
   __device__ __forceinline__ static Pack load_hint(const T* p, std::uint64_t policy) {
-    Pack r;
-    if constexpr (sizeof(Raw) == 16)
-      asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                   : "=r"(r.raw.x), "=r"(r.raw.y), "=r"(r.raw.z), "=r"(r.raw.w)
-                   : "l"(p), "l"(policy));
-    else if constexpr (sizeof(Raw) == 8)
-      asm volatile("ld.global.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;"
-                   : "=r"(r.raw.x), "=r"(r.raw.y)
-                   : "l"(p), "l"(policy));
-    else if constexpr (sizeof(Raw) == 4)
-      asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(r.raw) : "l"(p), "l"(policy));
-    else
-      asm volatile("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(r.raw) : "l"(p), "l"(policy));
-    return r;
+    return {parallel::cuda::load_l2_hint(reinterpret_cast<const Raw*>(p), policy)};
   }
   __device__ __forceinline__ void store(T* p) const { *reinterpret_cast<Raw*>(p) = raw; }
   __device__ __forceinline__ void store_hint(T* p, std::uint64_t policy) const {
-    if constexpr (sizeof(Raw) == 16)
-      asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(p), "r"(raw.x),
-                   "r"(raw.y), "r"(raw.z), "r"(raw.w), "l"(policy)
-                   : "memory");
-    else if constexpr (sizeof(Raw) == 8)
-      asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1,%2}, %3;" ::"l"(p), "r"(raw.x), "r"(raw.y),
-                   "l"(policy)
-                   : "memory");
-    else if constexpr (sizeof(Raw) == 4)
-      asm volatile("st.global.L2::cache_hint.u32 [%0], %1, %2;" ::"l"(p), "r"(raw), "l"(policy) : "memory");
-    else
-      asm volatile("st.global.L2::cache_hint.u16 [%0], %1, %2;" ::"l"(p), "h"(raw), "l"(policy) : "memory");
+    parallel::cuda::store_l2_hint(reinterpret_cast<Raw*>(p), raw, policy);
   }
   __device__ __forceinline__ void store_streaming(T* p) const {  // evict-first: keeps x in L2
     __stcs(reinterpret_cast<Raw*>(p), raw);

@@ -24,20 +24,17 @@ namespace sixfold::detail {
 namespace {
 
 inline vf16 gelu_erf(vf16 u) {
-  vf16 z = u * ActivationMath::kSqrtHalf;
-  z = z > 4.0f ? vsplat(4.0f) : z;
-  z = z < -4.0f ? vsplat(-4.0f) : z;
+  using M = ActivationMath;
+  vf16 z = u * M::kSqrtHalf;
+  z = z > M::kErfClamp ? vsplat(M::kErfClamp) : z;
+  z = z < -M::kErfClamp ? vsplat(-M::kErfClamp) : z;
   const vf16 s = z * z;
-  vf16 p = s * 1.9746598809433635e-06f + 2.8801473672501743e-04f;
-  p = p * s + 4.003269597887993e-03f;
-  p = p * s + 5.346635356545448e-02f;
-  p = p * s + 1.9624271988868713e-01f;
-  p = p * s + 1.128378987312317f;
-  vf16 q = s * 3.747765003936365e-05f + 1.2162323109805584e-03f;
-  q = q * s + 1.5443719923496246e-02f;
-  q = q * s + 1.1647356301546097e-01f;
-  q = q * s + 5.07246732711792e-01f;
-  q = q * s + 1.0f;
+  vf16 p = s * M::kErfP[0] + M::kErfP[1];
+  vf16 q = s * M::kErfQ[0] + M::kErfQ[1];
+  for (int k = 2; k < 6; ++k) {
+    p = p * s + M::kErfP[k];
+    q = q * s + M::kErfQ[k];
+  }
   // 1 + erf, kept >= 0 (the fit's error near z = −4 would otherwise give gelu(−1e4) ≈ +6e-4).
   const vf16 one_plus = vmax16(z * p * vrcp(q) + 1.0f, vf16{});
   return u * 0.5f * one_plus;

@@ -42,6 +42,53 @@ inline void check_cuda(cudaError_t e, const char* where) {
   if (e != cudaSuccess) throw_error(where, std::string("CUDA error: ") + cudaGetErrorString(e));
 }
 
+// ---- L2 eviction priorities ------------------------------------------------------------------
+// A policy from createpolicy (one instruction a thread) and the 2-, 4-, 8- or 16-byte global
+// loads and stores that carry it (Raw: unsigned short, unsigned, uint2, uint4). Streams read
+// once with evict-last measured faster than plain loads on the H200 (docs/perf/norm.md, session
+// 18); evict-first is for a second and last read of data kept by evict-last.
+__device__ __forceinline__ std::uint64_t l2_evict_last() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ std::uint64_t l2_evict_first() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+template <class Raw>
+__device__ __forceinline__ Raw load_l2_hint(const Raw* p, std::uint64_t policy) {
+  Raw r;
+  if constexpr (sizeof(Raw) == 16)
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p), "l"(policy));
+  else if constexpr (sizeof(Raw) == 8)
+    asm volatile("ld.global.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(policy));
+  else if constexpr (sizeof(Raw) == 4)
+    asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "l"(policy));
+  else
+    asm volatile("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(r) : "l"(p), "l"(policy));
+  return r;
+}
+
+template <class Raw>
+__device__ __forceinline__ void store_l2_hint(Raw* p, const Raw& v, std::uint64_t policy) {
+  if constexpr (sizeof(Raw) == 16)
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w), "l"(policy)
+                 : "memory");
+  else if constexpr (sizeof(Raw) == 8)
+    asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1,%2}, %3;" ::"l"(p), "r"(v.x), "r"(v.y), "l"(policy)
+                 : "memory");
+  else if constexpr (sizeof(Raw) == 4)
+    asm volatile("st.global.L2::cache_hint.u32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(policy) : "memory");
+  else
+    asm volatile("st.global.L2::cache_hint.u16 [%0], %1, %2;" ::"l"(p), "h"(v), "l"(policy) : "memory");
+}
+
 // Makes `device` current for a scope (kernels run on the tensors' device) and restores the
 // caller's current device afterwards.
 class DeviceGuard {
