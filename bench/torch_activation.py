@@ -7,8 +7,13 @@ kernel (torch.neg into another tensor: y.copy_(x) is a cudaMemcpyAsync, ~2.7 TB/
 against ~4.2 TB/s for a copy kernel) timed in the same process, or by --copy-gbps.
 
     python3 bench/torch_activation.py [--shapes 16384x8192,4096x4096,65536x1024] [--graph]
+        [--sixfold-only] [--env NAME=V1,V2,...]
+
+--env adds sixfold rows with the environment variable NAME set to each value (development knobs
+such as SIXFOLD_ACT_ROWS, read on every call); --sixfold-only leaves the PyTorch rows out.
 """
 import argparse
+import os
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +36,8 @@ def main():
     ap.add_argument("--shapes", default="")
     ap.add_argument("--graph", action="store_true", help="replay the calls from a CUDA graph")
     ap.add_argument("--copy-gbps", type=float, default=0.0, help="the copy ceiling (default: measured)")
+    ap.add_argument("--sixfold-only", action="store_true", help="no PyTorch rows")
+    ap.add_argument("--env", default="", help="NAME=V1,V2: extra sixfold rows with NAME set to each value")
     args = ap.parse_args()
     torch_norm.GRAPH = args.graph
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
@@ -47,6 +54,7 @@ def main():
         c_gelu_tanh = torch.compile(lambda x: F.gelu(x + bias, approximate="tanh"), dynamic=False)
         c_silu = torch.compile(lambda a, b: F.silu(a) * b, dynamic=False)
         rows = [
+            ("copy", "torch.neg (copy class)", lambda s: torch.neg(s[0]), 4),  # this shape's own ceiling
             ("bias_gelu", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias), 4),
             ("bias_gelu", "eager F.gelu(x+b)", lambda s: F.gelu(s[0] + bias), 4),
             ("bias_gelu", "torch.compile", lambda s: c_gelu(s[0]), 4),
@@ -56,8 +64,22 @@ def main():
             ("silu_gate", "eager F.silu(a)*b", lambda s: F.silu(s[0]) * s[1], 6),
             ("silu_gate", "torch.compile", lambda s: c_silu(s[0], s[1]), 6),
         ]
-        for op, name, fn, bytes_per in rows:
+        if args.sixfold_only:
+            rows = [row for row in rows if row[1] == "sixfold"]
+        if args.env:
+            var, values = args.env.split("=", 1)
+            rows = [(op, f"sixfold {var}={v}", fn, b, (var, v)) for op, name, fn, b in rows if name == "sixfold"
+                    for v in values.split(",")] + rows
+        for op, name, fn, bytes_per, *env in rows:
+            saved = os.environ.get(env[0][0]) if env else None
+            if env:
+                os.environ[env[0][0]] = env[0][1]
             ms = torch_norm.time_ms(fn, sets)
+            if env:
+                if saved is None:
+                    del os.environ[env[0][0]]
+                else:
+                    os.environ[env[0][0]] = saved
             gbps = bytes_per * r * n / ms / 1e6
             print(f"{op:<10} {f'{r}x{n}':<12} {name:<22} {ms:>10.4f} {gbps:>8.0f} {100 * gbps / ceiling:>6.1f}%",
                   flush=True)

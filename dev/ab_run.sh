@@ -3,6 +3,7 @@
 # sm_90a elsewhere and carried in AB_BIN (default build-topk/carry): AB_BIN/sixfold (the CLI
 # under test, or AB_BIN/sixfold.xz), AB_BIN/sixfold_old.xz (the previous CLI, xz-compressed, optional) and the test
 # binaries the phases name. Phases, in this order:
+#   tests     the CUDA cases of each test binary in TESTS (GPU required, no memcheck)
 #   sscan     test_selective_scan's CUDA cases with the GPU required, then compute-sanitizer
 #             memcheck on its small cases (SIXFOLD_TEST_SMALL=1)
 #   sscan-vars  the selective-scan rows (SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2}) of the new CLI
@@ -33,6 +34,9 @@
 #   torch     bench/torch_norm.py (sixfold's Python wrapper beside PyTorch eager, the unfused
 #             chain and torch.compile, same process; TORCH_ARGS, default all families and shapes),
 #             the extension built here by dev/build_pymod.sh against AB_BIN/libsixfold.a.xz
+#   act       test_activation (GPU required, memcheck), then bench/torch_activation.py (ACT_ARGS,
+#             default --graph) with each of AB_BIN/libsixfold_old, _mid and libsixfold.a.xz built
+#             into an extension (the older ones --sixfold-only), two rounds
 # Logs to LOGDIR; a summary is printed as it goes (LOGDIR/summary.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +61,7 @@ fi
 
 check() {  # check TEST: the CUDA cases with the GPU required, then memcheck on the small ones
   local t=$bin/$1
+  if [[ ! -x $t && -f $t.xz ]]; then xz -dc "$t.xz" >"/tmp/$1" && chmod +x "/tmp/$1" && t=/tmp/$1; fi
   [[ -x $t ]] || { el "$1: not in $bin, skipped"; return; }
   el "$1 (GPU required)"
   SIXFOLD_REQUIRE_GPU=1 timeout 200 "$t" --gtest_filter='*Cuda*' >"$out/$1.log" 2>&1
@@ -85,6 +90,16 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
   grep -E "^==|sixfold::|copy" "$out/$name.log" | grep -v "^cpu" | cut -c1-160 | tee -a "$out/summary.txt"
 }
 
+if want tests; then  # TESTS: the CUDA cases of each with the GPU required (no memcheck)
+  for t in ${TESTS:-}; do
+    b=$bin/$t
+    if [[ ! -x $b && -f $b.xz ]]; then xz -dc "$b.xz" >"/tmp/$t" && chmod +x "/tmp/$t" && b=/tmp/$t; fi
+    el "$t (GPU required)"
+    SIXFOLD_REQUIRE_GPU=1 timeout 200 "$b" --gtest_filter='*Cuda*' >"$out/$t.log" 2>&1
+    echo "$t rc=$?" | tee -a "$out/summary.txt"
+    grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/$t.log" | tee -a "$out/summary.txt"
+  done
+fi
 want sscan && check test_selective_scan
 if want racecheck-sscan; then
   el "test_selective_scan racecheck (small cases)"
@@ -243,5 +258,27 @@ if want pytest; then  # Python tests (PYTESTS, default the norms' autograd and b
     ${PYTESTS:-test_torch_autograd.py test_norm_backward.py test_frameworks.py}) >"$out/pytest.txt" 2>&1
   echo "pytest rc=$?" | tee -a "$out/summary.txt"
   tail -5 "$out/pytest.txt" | tee -a "$out/summary.txt"
+fi
+if want act; then  # activations: tests, then the Python side by side of each library carried
+  check test_activation
+  pymods=()
+  for lib in libsixfold_old libsixfold_mid libsixfold; do
+    [[ -f $bin/$lib.a.xz ]] || continue
+    xz -dc "$bin/$lib.a.xz" >"/tmp/$lib.a" && dev/build_pymod.sh "/tmp/$lib.a" "/tmp/py_$lib" >"$out/pybuild_$lib.log" 2>&1
+    echo "pybuild $lib rc=$?" | tee -a "$out/summary.txt"
+    pymods+=("$lib")
+  done
+  el "activations side by side: bench/torch_activation.py ${ACT_ARGS:---graph}"
+  for round in 1 2; do
+    for lib in "${pymods[@]}"; do
+      args=${ACT_ARGS:---graph}
+      [[ $lib == libsixfold ]] || args="$args --sixfold-only"
+      echo "== round $round: $lib" >>"$out/torch_activation.txt"
+      # shellcheck disable=SC2086
+      PYTHONPATH=/tmp/py_$lib PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_activation.py $args \
+        >>"$out/torch_activation.txt" 2>&1
+    done
+  done
+  cut -c1-170 "$out/torch_activation.txt" | tee -a "$out/summary.txt"
 fi
 el "done"

@@ -3,7 +3,8 @@
 //
 // Blocks of kThreads threads are (tx, ty): tx threads cover a row's chunk of tx·V elements, ty
 // rows share the block, so short rows still fill it (65536×1024 bf16: 8 rows per block). Grid x
-// walks the chunks of a row, grid y the groups of ty rows (striding beyond 65535 groups).
+// walks the chunks of a row, grid y the groups of ty rows; each thread strides over R of them
+// (rows_per_thread), and beyond 65535 groups.
 // V = 16 bytes of elements when every row start of every tensor is 16-byte aligned and n is a
 // multiple of V; otherwise one element per thread. (Four vectors per thread, loads first, was
 // tried: no gain for the erf form, silu_gate 0.203 -> 0.260 ms; reverted.)
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "../ops/activation_entries.hpp"
@@ -41,93 +43,175 @@ struct alignas(sizeof(T) * V) Vec {
   T e[V];
 };
 
-// v·sigmoid(a) = v / (1 + e^−a), e^−a by ex2.approx and the quotient by one reciprocal
-// (__fdividef: ~2 ulp). Exactly 0 for a < −80, so −inf gives −inf·0 = NaN as the formula does,
-// and e^−a ≤ e^80 keeps the divisor finite (below __fdividef's 2^126).
-__device__ __forceinline__ float times_sigmoid(float v, float a) {
-  const float e = __expf(fminf(-a, 80.0f));
-  return a < -80.0f ? v * 0.0f : __fdividef(v, 1.0f + e);
+// 2^x by ex2.approx.ftz (MUFU.EX2: +inf above 128, +0 below −126) and 1/x by rcp.approx.ftz
+// (MUFU.RCP: +0 for +inf), each one instruction: __expf and __fdividef add a scaling guard for
+// denormals (three more) that no argument here needs.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
-// u·Φ(u) = u/2 · (1 + erf(u/√2)) with the CPU's rational fit of erf (|error| <= 4e-7): ~20
-// instructions an element where erff took ~35 (SASS of the bf16 kernel: 320 for 8 elements),
-// which made the kernel issue-bound at 16384×8192. 1 + erf is kept >= 0, as on the CPU.
-__device__ __forceinline__ float gelu_erf(float u) {
+constexpr float kLog2e = 1.44269504088896341f;
+
+// v·sigmoid(a) given m = −a·log2(e): v / (1 + 2^m). For a below about −88, 2^m is +inf and
+// the quotient v·0: 0, or NaN for v = ±inf as the formula gives.
+__device__ __forceinline__ float times_sigmoid(float v, float m) { return v * rcp_ftz(1.0f + ex2_ftz(m)); }
+
+// The CPU's rational fit of erf (ActivationMath: erf(z) ≈ z·P(z²)/Q(z²) on |z| <= 4, |error| <=
+// 4e-7) taken to u = z·√2 directly: with w = min(u², (4√2)²),
+//   Φ(u) = 1/2 + u·P̂(w)/Q̂(w) saturated to [0, 1],  P̂ = P(w/2)·√½/2,  Q̂ = Q(w/2),
+// the scale folded into the coefficients at compile time (powers of two are exact, √½/2 one
+// rounding). Past |u| = 4√2 the frozen ratio is about u/(8√2), so Φ leaves [0, 1] and the
+// saturation (free on the FFMA) gives 0 or 1, as it does for the fit's ~4e-7 dip below 0 far
+// left. 18 instructions an element with the bias add; Q̂ >= 1, so the reciprocal is safe. NaN
+// saturates to 0 and u·0 stays NaN.
+struct GeluErfCoef {
+  float p[6], q[6];
+};
+constexpr GeluErfCoef gelu_erf_coef() {
   using M = ActivationMath;
-  constexpr float kP[6] = {M::kErfP[0], M::kErfP[1], M::kErfP[2], M::kErfP[3], M::kErfP[4], M::kErfP[5]};
-  constexpr float kQ[6] = {M::kErfQ[0], M::kErfQ[1], M::kErfQ[2], M::kErfQ[3], M::kErfQ[4], M::kErfQ[5]};
-  const float z = fminf(fmaxf(u * M::kSqrtHalf, -M::kErfClamp), M::kErfClamp);
-  const float s = z * z;
-  float p = fmaf(s, kP[0], kP[1]), q = fmaf(s, kQ[0], kQ[1]);
+  GeluErfCoef c{};
+  float scale = 1.0f;  // 2^−(5−i): coefficient i multiplies s^(5−i) = (w/2)^(5−i)
+  for (int i = 5; i >= 0; --i) {
+    c.p[i] = M::kErfP[i] * scale * (M::kSqrtHalf * 0.5f);
+    c.q[i] = M::kErfQ[i] * scale;
+    scale *= 0.5f;
+  }
+  return c;
+}
+
+__device__ __forceinline__ float gelu_erf(float u) {
+  constexpr GeluErfCoef c = gelu_erf_coef();
+  constexpr float kClamp = 2.0f * ActivationMath::kErfClamp * ActivationMath::kErfClamp;  // (4√2)²
+  const float w = fminf(u * u, kClamp);
+  float p = fmaf(w, c.p[0], c.p[1]), q = fmaf(w, c.q[0], c.q[1]);
 #pragma unroll
   for (int k = 2; k < 6; ++k) {
-    p = fmaf(p, s, kP[k]);
-    q = fmaf(q, s, kQ[k]);
+    p = fmaf(p, w, c.p[k]);
+    q = fmaf(q, w, c.q[k]);
   }
-  return 0.5f * u * fmaxf(__fdividef(z * p, q) + 1.0f, 0.0f);
+  return u * __saturatef(fmaf(u * p, rcp_ftz(q), 0.5f));
+}
+
+// u/2·(1 + tanh t) = u·sigmoid(2t), t = √(2/π)·(u + 0.044715u³): m = −2t·log2(e) = u·(c0 + c1·u²).
+__device__ __forceinline__ float gelu_tanh(float u) {
+  constexpr float c0 = -2.0f * kLog2e * ActivationMath::kSqrt2OverPi, c1 = c0 * 0.044715f;
+  return times_sigmoid(u, u * fmaf(c1, u * u, c0));
 }
 
 template <ActivationKind K>
 __device__ __forceinline__ float apply(float v, float g) {
-  if constexpr (K == ActivationKind::gelu_erf) {
-    return gelu_erf(v);
-  } else if constexpr (K == ActivationKind::gelu_tanh) {  // u/2·(1 + tanh t) = u·sigmoid(2t)
-    const float t = ActivationMath::kSqrt2OverPi * (v + 0.044715f * v * v * v);
-    return times_sigmoid(v, 2.0f * t);
+  if constexpr (K == ActivationKind::gelu_erf) return gelu_erf(v);
+  else if constexpr (K == ActivationKind::gelu_tanh) return gelu_tanh(v);
+  else return times_sigmoid(v, -kLog2e * v) * g;
+}
+
+// 16 bytes of T as f32.
+template <class T, int V>
+__device__ __forceinline__ void widen(const uint4& raw, float (&f)[V]) {
+  const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
   } else {
-    return times_sigmoid(v, v) * g;
+    Vec<T, V> v;
+    memcpy(&v, &raw, 16);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = to_f32(v.e[k]);
   }
 }
 
-// One V-element access of a row; 16-byte ones read with the L2 policy evict-last (as the norms'
-// rows: docs/perf/norm.md, session 18).
+// One V-element access of a row as f32, 16-byte ones read with the L2 policy evict-last (as the
+// norms' rows: docs/perf/norm.md, session 18). bf16 words widen by a shift (low half) or a mask
+// (high half): one instruction an element, where the generic conversion spends 1.5.
 template <class T, int V>
-__device__ __forceinline__ Vec<T, V> load_row(const T* p, std::uint64_t policy) {
+__device__ __forceinline__ void load_row(const T* p, std::uint64_t policy, float (&f)[V]) {
   if constexpr (sizeof(Vec<T, V>) == 16) {
     const uint4 raw = parallel::cuda::load_l2_hint(reinterpret_cast<const uint4*>(p), policy);
-    Vec<T, V> v;
-    memcpy(&v, &raw, 16);
-    return v;
+    widen<T, V>(raw, f);
   } else {
-    return *reinterpret_cast<const Vec<T, V>*>(p);
+    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = to_f32(v.e[k]);
   }
+}
+
+// V results stored as T (bf16/f16 pairs by one packing conversion).
+template <class T, int V>
+__device__ __forceinline__ void store_row(T* p, const float (&f)[V]) {
+  Vec<T, V> v;
+  if constexpr (V % 2 == 0 && !std::is_same_v<T, float>) {
+#pragma unroll
+    for (int k = 0; k < V; k += 2) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(f[k], f[k + 1]);
+        memcpy(&v.e[k], &h, 4);
+      } else {
+        const __half2 h = __floats2half2_rn(f[k], f[k + 1]);
+        memcpy(&v.e[k], &h, 4);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v.e[k] = from_f32<T>(f[k]);
+  }
+  *reinterpret_cast<Vec<T, V>*>(p) = v;
 }
 
 template <class T, ActivationKind K, int V>
 __global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
   const std::int64_t col = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (col >= a.x.n) return;
-  using W = Vec<T, V>;
-  W bias{};
-  if constexpr (K != ActivationKind::silu_gate) {
-    if (a.bias) bias = *reinterpret_cast<const W*>(static_cast<const T*>(a.bias) + col);
-    else
-#pragma unroll
-      for (int k = 0; k < V; ++k) bias.e[k] = from_f32<T>(0.f);
-  }
   const std::uint64_t policy = parallel::cuda::l2_evict_last();
+  float bias[V] = {};
+  if constexpr (K != ActivationKind::silu_gate)
+    if (a.bias) load_row<T, V>(static_cast<const T*>(a.bias) + col, policy, bias);
   for (std::int64_t r = std::int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < a.x.rows;
        r += std::int64_t(gridDim.y) * blockDim.y) {
-    const W x = load_row<T, V>(static_cast<const T*>(a.x.data) + r * a.x.row_stride + col, policy);
-    W g{};
+    float x[V], g[V];
+    load_row<T, V>(static_cast<const T*>(a.x.data) + r * a.x.row_stride + col, policy, x);
     if constexpr (K == ActivationKind::silu_gate)
-      g = load_row<T, V>(static_cast<const T*>(a.b.data) + r * a.b.row_stride + col, policy);
-    W y;
+      load_row<T, V>(static_cast<const T*>(a.b.data) + r * a.b.row_stride + col, policy, g);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      if constexpr (K == ActivationKind::silu_gate)
-        y.e[k] = from_f32<T>(apply<K>(to_f32(x.e[k]), to_f32(g.e[k])));
-      else
-        y.e[k] = from_f32<T>(apply<K>(to_f32(x.e[k]) + to_f32(bias.e[k]), 0.f));
+      if constexpr (K == ActivationKind::silu_gate) x[k] = apply<K>(x[k], g[k]);
+      else x[k] = apply<K>(x[k] + bias[k], 0.f);
     }
-    *reinterpret_cast<W*>(static_cast<T*>(a.out.data) + r * a.out.row_stride + col) = y;
+    store_row<T, V>(static_cast<T*>(a.out.data) + r * a.out.row_stride + col, x);
   }
+}
+
+// Rows per thread: each thread walks R rows of its column chunk, which spreads its fixed costs
+// (indices, the bias, the L2 policy: ~45 instructions against ~20 an element for the erf form).
+// Measured best on the H200 (bf16, graph replay): the erf form 4 (16384×8192 82 -> 95% of
+// copy), the tanh form 2 (95.5 -> 99.5%), SiLU-gate 1 (its math is light; 2 and 4 lose up to 1%).
+// R is lowered until the grid keeps R waves of 8 blocks per SM. Development knob, read on every
+// call: SIXFOLD_ACT_ROWS=R overrides the choice (1 to 64).
+template <ActivationKind K>
+std::int64_t rows_per_thread(std::int64_t blocks_one_row, int device) {
+  std::int64_t r = K == ActivationKind::gelu_erf ? 4 : K == ActivationKind::gelu_tanh ? 2 : 1;
+  if (const char* e = std::getenv("SIXFOLD_ACT_ROWS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 1 && v <= 64) return v;
+  }
+  const std::int64_t wave = 8 * std::int64_t(parallel::cuda::sm_count(device, "sixfold activation"));
+  while (r > 1 && blocks_one_row < r * wave) r /= 2;
+  return r;
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <class T, ActivationKind K>
-void launch(const ActivationArgs& a, cudaStream_t stream) {
+void launch(const ActivationArgs& a, cudaStream_t stream, int device) {
   constexpr int kV = 16 / sizeof(T);
   const bool rows_aligned = a.x.rows == 1 || (a.x.row_stride % kV == 0 && a.out.row_stride % kV == 0 &&
                                               (K != ActivationKind::silu_gate || a.b.row_stride % kV == 0));
@@ -138,7 +222,8 @@ void launch(const ActivationArgs& a, cudaStream_t stream) {
   const int tx = int(std::min<std::int64_t>(kThreads, (vectors + 31) / 32 * 32));
   const int ty = kThreads / tx;
   const std::int64_t chunks = (vectors + tx - 1) / tx;
-  const std::int64_t groups = (a.x.rows + ty - 1) / ty;
+  const std::int64_t per_thread = rows_per_thread<K>(chunks * ((a.x.rows + ty - 1) / ty), device);
+  const std::int64_t groups = (a.x.rows + ty * per_thread - 1) / (ty * per_thread);
   const dim3 grid(unsigned(chunks), unsigned(std::min<std::int64_t>(groups, 65535)));
   const dim3 block(tx, ty);
   if (vec) activation_rows<T, K, kV><<<grid, block, 0, stream>>>(a);
@@ -147,30 +232,22 @@ void launch(const ActivationArgs& a, cudaStream_t stream) {
 }
 
 template <class T>
-void launch_kind(const ActivationArgs& a, cudaStream_t s) {
+void launch_kind(const ActivationArgs& a, cudaStream_t s, int device) {
   switch (a.kind) {
-    case ActivationKind::gelu_erf: return launch<T, ActivationKind::gelu_erf>(a, s);
-    case ActivationKind::gelu_tanh: return launch<T, ActivationKind::gelu_tanh>(a, s);
-    case ActivationKind::silu_gate: return launch<T, ActivationKind::silu_gate>(a, s);
+    case ActivationKind::gelu_erf: return launch<T, ActivationKind::gelu_erf>(a, s, device);
+    case ActivationKind::gelu_tanh: return launch<T, ActivationKind::gelu_tanh>(a, s, device);
+    case ActivationKind::silu_gate: return launch<T, ActivationKind::silu_gate>(a, s, device);
   }
 }
 
 }  // namespace
 
 void activation_cuda(const ActivationArgs& a, int device, Stream stream) {
-  int previous = 0;
-  check_cuda(cudaGetDevice(&previous), "sixfold activation");
-  if (previous != device) check_cuda(cudaSetDevice(device), "sixfold activation");
+  const parallel::cuda::DeviceGuard guard(device, "sixfold activation");
   const auto s = static_cast<cudaStream_t>(stream.handle);
-  try {
-    if (a.dtype == DType::f32) launch_kind<float>(a, s);
-    else if (a.dtype == DType::bf16) launch_kind<__nv_bfloat16>(a, s);
-    else launch_kind<__half>(a, s);
-  } catch (...) {
-    cudaSetDevice(previous);
-    throw;
-  }
-  if (previous != device) cudaSetDevice(previous);
+  if (a.dtype == DType::f32) launch_kind<float>(a, s, device);
+  else if (a.dtype == DType::bf16) launch_kind<__nv_bfloat16>(a, s, device);
+  else launch_kind<__half>(a, s, device);
 }
 
 }  // namespace sixfold::detail

@@ -155,14 +155,7 @@ void launch(dim3 grid, int threads, int smem, cudaStream_t stream, const Problem
   check_cuda(cudaGetLastError(), kWhere);
 }
 
-int multiprocessors(int device) {
-  static std::atomic<int> cached[64] = {};
-  if (device < 64 && cached[device].load(std::memory_order_relaxed)) return cached[device];
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-  if (device < 64) cached[device] = sms;
-  return sms;
-}
+int multiprocessors(int device) { return parallel::cuda::sm_count(device, kWhere); }
 
 // Splits of the key range for decode: one block per SM (half the resident slots for D ≤ 128),
 // splits = SMs / blocks (each split at least 4 tiles of 64 keys); a launch that already fills

@@ -1186,8 +1186,7 @@ constexpr int kMaxSplitChunks = 1024;
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats>
 void launch_split(const NormArgs& a, cudaStream_t stream, int device) {
   using State = typename Stats<K>::State;
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const int sms = parallel::cuda::sm_count(device, kWhere);
   const std::int64_t n = a.x.n;
   // Blocks per SM: RMSNorm's fold is cheap, and its rows gain from short blocks; LayerNorm's
   // and softmax's folds do not. H200, bf16, 32×1048576, % of copy in graph replay at 16 / 32 /
@@ -1235,8 +1234,7 @@ void launch_cluster(const NormArgs& a, cudaStream_t stream, int device) {
   const auto kernel = norm_rows_cluster<T, K, S, W, kAdd, kStats>;
   static std::atomic<std::uint64_t> configured{0};
   configure_cluster_kernel(reinterpret_cast<const void*>(kernel), device, configured);
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const int sms = parallel::cuda::sm_count(device, kWhere);
   const std::int64_t n = a.x.n;
   int c = cluster_width(a.x.rows, n * std::int64_t(sizeof(T)),
                         kAdd ? kSliceBytesAdd : kSliceBytes, sms);
@@ -1298,8 +1296,7 @@ bool launch_grid_rows(const NormArgs& a, cudaStream_t stream, int device) {
   const auto kernel = norm_rows_cluster<T, K, S, W, kAdd, kStats, true>;
   static std::atomic<std::uint64_t> configured{0};
   configure_cluster_kernel(reinterpret_cast<const void*>(kernel), device, configured, false);
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const int sms = parallel::cuda::sm_count(device, kWhere);
   // Blocks per SM at the most shared memory a block asks for, asked once per device (the query
   // costs host time on every call otherwise).
   static std::atomic<int> fits[64] = {};

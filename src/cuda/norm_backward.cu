@@ -1121,8 +1121,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool grads = kHasGrads<K> && (a.dweight || a.dbias);
   const std::int64_t ngrads = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const int sms = parallel::cuda::sm_count(device, kWhere);
   if (n <= kRegsThreads * SR * W) {
     const int threads = int(ceil_div(ceil_div(n, SR * W), 32) * 32);
     auto kernel = bwd_rows_regs<T, K, SR, W, true, false, Saved>;

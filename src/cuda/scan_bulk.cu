@@ -283,7 +283,7 @@ bool bulk_inclusive_sum(const float* in, float* out, std::int64_t n, cudaStream_
     int major = 0;
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), kWhere);
     if (major != 9) return false;  // bulk copies and this tuning are Hopper's
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+    sms = parallel::cuda::sm_count(device, kWhere);
     check_cuda(cudaFuncSetAttribute(scan_bulk_kernel<Shape>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(Shape::kSmemBytes)),
                kWhere);

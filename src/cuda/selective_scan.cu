@@ -1006,14 +1006,7 @@ __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateAr
 // ---- launch --------------------------------------------------------------------------------------
 using parallel::cuda::DeviceGuard;
 
-int sm_count(int device) {
-  static int cached[64] = {};
-  if (device < 64 && cached[device]) return cached[device];
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-  if (device < 64) cached[device] = sms;
-  return sms;
-}
+int sm_count(int device) { return parallel::cuda::sm_count(device, kWhere); }
 
 constexpr std::size_t kSmemLimit = 48 * 1024;  // what a launch gets without opting in
 

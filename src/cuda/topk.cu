@@ -1406,8 +1406,8 @@ void lr_grids(int device, int& filter, int& tail) {
   filter = cached[slot][0].load(std::memory_order_relaxed);
   tail = cached[slot][1].load(std::memory_order_relaxed);
   if (filter && tail) return;
-  int sms = 0, occ_f = 0, occ_t = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
+  const int sms = parallel::cuda::sm_count(device, kWhere);
+  int occ_f = 0, occ_t = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_f, lr_filter_kernel<T>(), lr::kFilterThreads, 0), kWhere);
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_t, lr::lr_tail<T>, lr::kThreads, 0), kWhere);
   if (occ_f < 1 || occ_t < 1) throw_error(kWhere, "the long-row kernels do not fit a multiprocessor");

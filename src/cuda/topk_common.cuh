@@ -217,10 +217,9 @@ __global__ void gather(const T* x, std::int64_t x_stride, const std::int64_t* id
 
 // ---- device properties, scratch ----------------------------------------------------------------
 inline int sm_count() {
-  int device = 0, sms = 0;
+  int device = 0;
   check_cuda(cudaGetDevice(&device), kWhere);
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhere);
-  return sms;
+  return parallel::cuda::sm_count(device, kWhere);
 }
 
 // Carves aligned pieces out of one stream-ordered allocation.

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -104,6 +105,17 @@ class DeviceGuard {
  private:
   int previous_ = 0;
 };
+
+// The number of SMs of `device`, asked once per device (the first 64) and cached.
+inline int sm_count(int device, const char* where = "sixfold") {
+  static std::atomic<int> cached[64] = {};
+  if (device >= 0 && device < 64)
+    if (const int c = cached[device].load(std::memory_order_relaxed)) return c;
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), where);
+  if (device >= 0 && device < 64) cached[device].store(sms, std::memory_order_relaxed);
+  return sms;
+}
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the work
 // before it in `stream` (Hopper): its blocks may be scheduled while the previous grid finishes,
@@ -295,9 +307,9 @@ void reduce(const typename M::value_type* in, typename M::value_type* out, std::
     });
   } else {
     using C = detail::OrderedReduceConfig;
-    int device = 0, sms = 0;
+    int device = 0;
     check_cuda(cudaGetDevice(&device), where);
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), where);
+    const int sms = sm_count(device, where);
     const std::int64_t tiles = (n + C::kTile - 1) / C::kTile;
     const int blocks = int(tiles < 4 * sms ? (tiles > 0 ? tiles : 1) : 4 * sms);
     detail::Scratch partial(sizeof(V) * blocks, stream, where);
