@@ -1,5 +1,6 @@
 // bias+GELU (erf, tanh) and SiLU-gate on every backend against float64 formulas: fresh random
-// inputs, f32/bf16/f16, awkward row lengths, strided rows, in place; bad input rejected.
+// inputs, f32/bf16/f16, awkward row lengths, strided rows, in place, ±inf / NaN / huge inputs;
+// bad input rejected.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/reference/activation_reference.hpp"
 #include "row_buffers.hpp"
 #include "sixfold/ops/activation.hpp"
 #include "sixfold/runtime/error.hpp"
@@ -24,27 +26,24 @@ struct Case {
   bool bias = true;
   int pad = 0;
   bool in_place = false;
+  bool special = false;  // x cycles through ±inf, NaN, huge and saturating values
 };
 
-double reference(ActivationKind k, double x, double g) {
-  switch (k) {
-    case ActivationKind::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case ActivationKind::gelu_tanh:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case ActivationKind::silu_gate: return x / (1 + std::exp(-x)) * g;
-  }
-  return NAN;
-}
+// What `special` cases feed: the formulas give gelu(+inf) = +inf, gelu(−inf) = NaN (−inf·0),
+// silu(−inf) = NaN, and saturate cleanly to 0 or u at the finite extremes.
+constexpr double kSpecial[] = {INFINITY, -INFINITY, NAN, 1e4, -1e4, 100.0, -100.0, 30.0, -30.0,
+                               5.7, -5.7, 4.0, -4.0, 0.0, -0.0, 1e-3};
 
 void run_case(const Case& c, Device dev) {
   SCOPED_TRACE(std::to_string(int(c.kind)) + " " + std::string(dtype_name(c.dtype)) + " " +
                std::to_string(c.rows) + "x" + std::to_string(c.n) + " pad " + std::to_string(c.pad) +
-               (c.in_place ? " in-place" : "") + " on " + to_string(dev));
+               (c.in_place ? " in-place" : "") + (c.special ? " special" : "") + " on " + to_string(dev));
   std::mt19937_64 rng(std::random_device{}());
   std::normal_distribution<double> nd(0.0, 3.0);
   const std::int64_t stride = c.n + c.pad;
   std::vector<double> x(std::size_t(c.rows * c.n)), g(x.size()), bias(std::size_t(c.n));
-  for (auto& v : x) v = nd(rng);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = c.special ? kSpecial[i % std::size(kSpecial)] : nd(rng);
   for (auto& v : g) v = nd(rng);
   for (auto& v : bias) v = nd(rng) * 0.3;
   const bool gate = c.kind == ActivationKind::silu_gate, has_bias = c.bias && !gate;
@@ -65,8 +64,12 @@ void run_case(const Case& c, Device dev) {
   const double rtol = c.dtype == DType::f32 ? 1e-5 : (c.dtype == DType::bf16 ? 1.6e-2 : 2e-3);
   for (std::size_t i = 0; i < out.size(); ++i) {
     const double u = xq[i] + (has_bias ? bq[i % std::size_t(c.n)] : 0.0);
-    const double want = round_to(c.dtype, reference(c.kind, u, gq[i]));
-    ASSERT_LE(std::fabs(out[i] - want), rtol * (std::fabs(want) + 1.0)) << "i " << i << " got " << out[i] << " want " << want;
+    const double want = round_to(c.dtype, reference::activation(c.kind, u, gq[i]));
+    if (std::isnan(want) || std::isinf(want))
+      ASSERT_TRUE(std::isnan(want) ? std::isnan(out[i]) : out[i] == want)
+          << "i " << i << " u " << u << " got " << out[i] << " want " << want;
+    else
+      ASSERT_LE(std::fabs(out[i] - want), rtol * (std::fabs(want) + 1.0)) << "i " << i << " got " << out[i] << " want " << want;
   }
 }
 
@@ -78,6 +81,8 @@ std::vector<Case> cases() {
         all.push_back({k, t, rows, n});
       all.push_back({k, t, 9, 1000, false, 5});        // strided rows, no bias
       all.push_back({k, t, 4, 512, true, 8, true});     // in place
+      all.push_back({k, t, 3, 64, false, 0, false, true});  // special values, vector path
+      all.push_back({k, t, 2, 33, false, 0, false, true});  // special values, scalar path
     }
   return all;
 }

@@ -1,15 +1,16 @@
-// `sixfold bench norm`: fused RMSNorm, LayerNorm and softmax, the fused residual add + norm and
-// the backward passes, on the shapes of the norm issue, bf16, against the unfused float64
-// reference loops (the naive row), on the CPU and, where usable, on the GPU (PyTorch's kernels
-// are timed beside these by bench/torch_norm.py). SIXFOLD_NORM_CASES=forward,add,backward
-// (any subset; default all) picks the families that are registered, SIXFOLD_NORM_SHAPES
-// (e.g. 4096x4096,65536x1024; default all) the shapes, SIXFOLD_NORM_OPS the workloads by name
-// (rms_norm, layer_norm_backward, add_rms_norm, ...; default all); SIXFOLD_NORM_SKIP_NAIVE=1
-// leaves out the float64 naive rows (sixfold's outputs are still checked against the float64
-// reference). The rms / layer backward rows take the forward's saved row statistics (mean /
-// rstd, as torch's backward does); a second row, "(recompute stats)", times the path that
-// recomputes them from x. On the GPU each case also has a "CUDA graph replay" row (per call,
-// the host's launch work hidden; see add_graph_row).
+// `sixfold bench norm`: fused RMSNorm, LayerNorm and softmax, the fused residual add + norm, the
+// fused activations (bias + GELU erf / tanh, SiLU-gate) and the backward passes, on the shapes of
+// the norm issue, bf16, against the unfused float64 reference loops (the naive row), on the CPU
+// and, where usable, on the GPU (PyTorch's kernels are timed beside these by bench/torch_norm.py
+// and bench/torch_activation.py). SIXFOLD_NORM_CASES=forward,add,activation,backward (any
+// subset; default all) picks the families that are registered, SIXFOLD_NORM_SHAPES (e.g.
+// 4096x4096,65536x1024; default all) the shapes, SIXFOLD_NORM_OPS the workloads by name
+// (rms_norm, layer_norm_backward, add_rms_norm, bias_gelu, bias_gelu_tanh, silu_gate, ...;
+// default all); SIXFOLD_NORM_SKIP_NAIVE=1 leaves out the float64 naive rows (sixfold's outputs
+// are still checked against the float64 reference). The rms / layer backward rows take the
+// forward's saved row statistics (mean / rstd, as torch's backward does); a second row,
+// "(recompute stats)", times the path that recomputes them from x. On the GPU each case also has
+// a "CUDA graph replay" row (per call, the host's launch work hidden; see add_graph_row).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -17,8 +18,10 @@
 #include <random>
 #include <string>
 
+#include "../../src/reference/activation_reference.hpp"
 #include "../../src/reference/norm_reference.hpp"
 #include "bench.hpp"
+#include "sixfold/ops/activation.hpp"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/tensor.hpp"
 
@@ -255,6 +258,77 @@ std::unique_ptr<Case> make_add_case(NormKind kind, Shape2 sh, Backend backend) {
   return c;
 }
 
+// bias + GELU (erf, tanh) and SiLU-gate: read x (and the n-element bias) or a and b, write y.
+const char* activation_name(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::gelu_erf: return "bias_gelu";
+    case ActivationKind::gelu_tanh: return "bias_gelu_tanh";
+    case ActivationKind::silu_gate: return "silu_gate";
+  }
+  return "?";
+}
+
+std::unique_ptr<Case> make_activation_case(ActivationKind kind, Shape2 sh, Backend backend) {
+  const Device dev = backend == Backend::cuda ? Device::cuda(0) : Device::cpu();
+  const std::int64_t numel = sh.rows * sh.n;
+  const bool gate = kind == ActivationKind::silu_gate;
+  auto c = std::make_unique<Case>();
+  c->op = "norm";
+  c->workload = std::string(activation_name(kind)) + " bf16 " + sh.label;
+  c->backend = backend;
+  // Operations an element as the kernels count them: the erf form's rational fit ~18, the tanh
+  // form and SiLU ~7 with one exp each. The exps are not put on the roofline (cost.exps): the
+  // kernels' exp is cheaper than the f32 exp whose rate is measured, so the floor is the bytes.
+  c->cost = {double(numel) * (kind == ActivationKind::gelu_erf ? 18 : 7),
+             double(numel) * (gate ? 6 : 4) + (gate ? 0.0 : double(sh.n) * 2), 0};
+  c->tolerance = 1.6e-2;
+  c->property = gate ? "locality: a and b read once, silu(a)·b written once"
+                     : "locality: the bias add fused into the GELU's one read and one write";
+  c->slots = rotating_slots(backend, double(numel) * (gate ? 6 : 4));
+  std::vector<std::shared_ptr<void>> xs, gs;
+  std::vector<std::uint16_t> hx0, hg0;
+  for (int s = 0; s < c->slots; ++s) {
+    auto hx = random_bf16(std::size_t(numel), -6.0f, 6.0f, seed());
+    xs.push_back(to_device(dev, hx));
+    if (gate) {
+      auto hg = random_bf16(std::size_t(numel), -2.0f, 2.0f, seed());
+      gs.push_back(to_device(dev, hg));
+      if (s == 0) hg0 = std::move(hg);
+    }
+    if (s == 0) hx0 = std::move(hx);
+  }
+  const auto hb = random_bf16(std::size_t(sh.n), -0.5f, 0.5f, seed());
+  auto b = to_device(dev, hb);
+  const auto outs = slot_buffers(dev, c->slots, numel * 2);
+  const auto out = outs[0];  // slot 0's: the checked one
+  auto xd = std::make_shared<std::vector<double>>(up(hx0));
+  auto gd = std::make_shared<std::vector<double>>(up(hg0));
+  hx0.clear(), hg0.clear();
+  auto bd = std::make_shared<std::vector<double>>(gate ? std::vector<double>{} : up(hb));
+  auto naive = [=] { return reference::activation(kind, *xd, *gd, *bd, sh.rows, sh.n); };
+  auto ref = std::make_shared<std::vector<double>>(naive());
+  auto naive_out = std::make_shared<std::vector<double>>();
+  c->poison = [out, dev, numel] { poison_bf16(out, dev, numel); };
+  c->sync = [dev] { synchronize(dev); };
+  if (!std::getenv("SIXFOLD_NORM_SKIP_NAIVE"))
+    c->impls.push_back({"float64 loops (unfused)", ImplKind::naive, backend == Backend::cuda,
+                        [=](int) { *naive_out = naive(); },
+                        [=] { return max_rel_error(ref->data(), naive_out->data(), numel); }, 2});
+  auto view = [dev, sh](void* p) { return TensorView::contiguous(p, DType::bf16, {sh.rows, sh.n}, dev); };
+  const TensorView tb = TensorView::contiguous(b.get(), DType::bf16, {sh.n}, dev);
+  auto call = [=, keep = b](int s, Stream st) {
+    (void)keep;
+    const TensorView x = view(xs[std::size_t(s)].get()), y = view(outs[std::size_t(s)].get());
+    if (gate) silu_gate(x, view(gs[std::size_t(s)].get()), y, st);
+    else bias_gelu(x, tb, y, {kind == ActivationKind::gelu_tanh ? GeluForm::tanh : GeluForm::erf}, st);
+  };
+  auto check = [=] { return max_rel_error(ref->data(), fetch(dev, out, numel).data(), numel); };
+  const std::string name = std::string("sixfold::") + activation_name(kind);
+  c->impls.push_back({name, ImplKind::sixfold, false, [call](int s) { call(s, Stream{}); }, check});
+  add_graph_row(*c, backend, name, call, check);
+  return c;
+}
+
 // Backward: reads x (softmax: y) and dy, writes dx (and dweight/dbias, n elements each); rms /
 // layer also read the saved statistics (4 or 8 bytes per row, not counted in the floor).
 std::unique_ptr<Case> make_backward_case(NormKind kind, Shape2 sh, Backend backend) {
@@ -379,6 +453,10 @@ void register_norm_cases() {
       for (NormKind k : {NormKind::rms, NormKind::layer})
         for (const Shape2& sh : kShapes)
           add(std::string("add_") + kind_name(k), sh, [=] { return make_add_case(k, sh, backend); });
+    if (env_lists("SIXFOLD_NORM_CASES", "activation"))
+      for (ActivationKind k : {ActivationKind::gelu_erf, ActivationKind::gelu_tanh, ActivationKind::silu_gate})
+        for (const Shape2& sh : kShapes)
+          add(activation_name(k), sh, [=] { return make_activation_case(k, sh, backend); });
     if (env_lists("SIXFOLD_NORM_CASES", "backward"))
       for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax})
         for (const Shape2& sh : kShapes)
