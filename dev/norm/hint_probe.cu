@@ -34,32 +34,23 @@
 
 #include "../cuda_check.cuh"
 #include "sixfold/ops/norm.hpp"
+#include "sixfold/parallel/cuda.cuh"
 #include "sixfold/runtime/tensor.hpp"
 
 using namespace sixfold;
 
 namespace {
 
-__device__ __forceinline__ std::uint64_t policy_last() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ std::uint64_t policy_first() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
+using parallel::cuda::l2_evict_first;
+using parallel::cuda::l2_evict_last;
 
 template <int LX>
 __device__ __forceinline__ uint4 load_x(const uint4* p, std::uint64_t pol) {
+  if constexpr (LX == 1 || LX == 2) return parallel::cuda::load_l2_hint(p, pol);
   uint4 v;
   if constexpr (LX == 0)
     asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  else if constexpr (LX == 1 || LX == 2)
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
   else
     asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -75,9 +66,7 @@ __device__ __forceinline__ void store_y(uint4* p, uint4 v, std::uint64_t pol) {
     asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                  : "memory");
   else
-    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y),
-                 "r"(v.z), "r"(v.w), "l"(pol)
-                 : "memory");
+    parallel::cuda::store_l2_hint(p, v, pol);
 }
 
 __device__ __forceinline__ void unpack(uint4 q, float (&f)[8]) {
@@ -97,8 +86,8 @@ __global__ void __launch_bounds__(Threads) rms_hint(const uint4* x, const uint4*
   const int t = threadIdx.x;
   const uint4* xr = x + std::int64_t(blockIdx.x) * (N / 8);
   uint4* yr = y + std::int64_t(blockIdx.x) * (N / 8);
-  const std::uint64_t pol = LX == 1 ? policy_last() : policy_first();
-  const std::uint64_t pol_y = policy_first();
+  const std::uint64_t pol = LX == 1 ? l2_evict_last() : l2_evict_first();
+  const std::uint64_t pol_y = l2_evict_first();
   uint4 q[P], wq[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) wq[p] = __ldg(w + p * Threads + t);
@@ -125,7 +114,7 @@ __global__ void __launch_bounds__(Threads) rms_hint(const uint4* x, const uint4*
   for (int i = 0; i < Threads / 32; ++i) tot += red[i];
   const float r = 1.0f / sqrtf(tot / float(N) + eps);
   if constexpr (Two) {  // the rewrite reads x again, evict-first (an L2 hit where pass 1 kept it)
-    const std::uint64_t pf = policy_first();
+    const std::uint64_t pf = l2_evict_first();
 #pragma unroll
     for (int p = 0; p < P; ++p) q[p] = load_x<2>(xr + p * Threads + t, pf);
   }
@@ -152,7 +141,7 @@ __global__ void __launch_bounds__(32 * Rows) rms_warp_rows(const uint4* x, const
   const std::int64_t row = std::int64_t(blockIdx.x) * Rows + (threadIdx.x >> 5);
   const uint4* xr = x + row * (N / 8);
   uint4* yr = y + row * (N / 8);
-  const std::uint64_t pol = policy_last();
+  const std::uint64_t pol = l2_evict_last();
   uint4 q[P], wq[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) wq[p] = __ldg(w + p * 32 + lane);
