@@ -63,33 +63,12 @@ constexpr float kLog2e = 1.44269504088896341f;
 // the quotient v·0: 0, or NaN for v = ±inf as the formula gives.
 __device__ __forceinline__ float times_sigmoid(float v, float m) { return v * rcp_ftz(1.0f + ex2_ftz(m)); }
 
-// The CPU's rational fit of erf (ActivationMath: erf(z) ≈ z·P(z²)/Q(z²) on |z| <= 4, |error| <=
-// 4e-7) taken to u = z·√2 directly: with w = min(u², (4√2)²),
-//   Φ(u) = 1/2 + u·P̂(w)/Q̂(w) saturated to [0, 1],  P̂ = P(w/2)·√½/2,  Q̂ = Q(w/2),
-// the scale folded into the coefficients at compile time (powers of two are exact, √½/2 one
-// rounding). Past |u| = 4√2 the frozen ratio is about u/(8√2), so Φ leaves [0, 1] and the
-// saturation (free on the FFMA) gives 0 or 1, as it does for the fit's ~4e-7 dip below 0 far
-// left. 18 instructions an element with the bias add; Q̂ >= 1, so the reciprocal is safe. NaN
-// saturates to 0 and u·0 stays NaN.
-struct GeluErfCoef {
-  float p[6], q[6];
-};
-constexpr GeluErfCoef gelu_erf_coef() {
-  using M = ActivationMath;
-  GeluErfCoef c{};
-  float scale = 1.0f;  // 2^−(5−i): coefficient i multiplies s^(5−i) = (w/2)^(5−i)
-  for (int i = 5; i >= 0; --i) {
-    c.p[i] = M::kErfP[i] * scale * (M::kSqrtHalf * 0.5f);
-    c.q[i] = M::kErfQ[i] * scale;
-    scale *= 0.5f;
-  }
-  return c;
-}
-
+// u·Φ(u) by the folded erf fit (GeluErfFolded, activation_entries.hpp): 18 instructions an
+// element with the bias add; the clamp to [0, 1] is the FFMA's saturation (free), and NaN
+// saturates to 0, so u·0 stays NaN.
 __device__ __forceinline__ float gelu_erf(float u) {
-  constexpr GeluErfCoef c = gelu_erf_coef();
-  constexpr float kClamp = 2.0f * ActivationMath::kErfClamp * ActivationMath::kErfClamp;  // (4√2)²
-  const float w = fminf(u * u, kClamp);
+  constexpr GeluErfFolded c = gelu_erf_folded();
+  const float w = fminf(u * u, GeluErfFolded::kWMax);
   float p = fmaf(w, c.p[0], c.p[1]), q = fmaf(w, c.q[0], c.q[1]);
 #pragma unroll
   for (int k = 2; k < 6; ++k) {
@@ -192,13 +171,15 @@ __global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
 
 // Rows per thread: each thread walks R rows of its column chunk, which spreads its fixed costs
 // (indices, the bias, the L2 policy: ~45 instructions against ~20 an element for the erf form).
-// Measured best on the H200 (bf16, graph replay): the erf form 4 (16384×8192 82 -> 95% of
-// copy), the tanh form 2 (95.5 -> 99.5%), SiLU-gate 1 (its math is light; 2 and 4 lose up to 1%).
-// R is lowered until the grid keeps R waves of 8 blocks per SM. Development knob, read on every
-// call: SIXFOLD_ACT_ROWS=R overrides the choice (1 to 64).
-template <ActivationKind K>
+// Measured best on the H200 (graph replay): 16-bit data, the erf form 4 (16384×8192 bf16 82 ->
+// 95% of copy), the tanh form 2 (95.5 -> 99.5%), SiLU-gate 1 (its math is light; 2 and 4 lose up
+// to 1%); f32 data (half the elements a byte) half of that: erf 2 (4096×4096 89.1% at 4 -> 91.0%),
+// tanh 1. R is lowered until the grid keeps R waves of 8 blocks per SM. Development knob, read
+// on every call: SIXFOLD_ACT_ROWS=R overrides the choice (1 to 64).
+template <class T, ActivationKind K>
 std::int64_t rows_per_thread(std::int64_t blocks_one_row, int device) {
   std::int64_t r = K == ActivationKind::gelu_erf ? 4 : K == ActivationKind::gelu_tanh ? 2 : 1;
+  if constexpr (sizeof(T) == 4) r = std::max<std::int64_t>(1, r / 2);
   if (const char* e = std::getenv("SIXFOLD_ACT_ROWS")) {
     const long v = std::strtol(e, nullptr, 10);
     if (v >= 1 && v <= 64) return v;
@@ -222,7 +203,7 @@ void launch(const ActivationArgs& a, cudaStream_t stream, int device) {
   const int tx = int(std::min<std::int64_t>(kThreads, (vectors + 31) / 32 * 32));
   const int ty = kThreads / tx;
   const std::int64_t chunks = (vectors + tx - 1) / tx;
-  const std::int64_t per_thread = rows_per_thread<K>(chunks * ((a.x.rows + ty - 1) / ty), device);
+  const std::int64_t per_thread = rows_per_thread<T, K>(chunks * ((a.x.rows + ty - 1) / ty), device);
   const std::int64_t groups = (a.x.rows + ty * per_thread - 1) / (ty * per_thread);
   const dim3 grid(unsigned(chunks), unsigned(std::min<std::int64_t>(groups, 65535)));
   const dim3 block(tx, ty);

@@ -6,11 +6,12 @@
 //
 //   gelu (erf):  u/2 · (1 + erf(u/√2)), erf(z) = z·P(z²)/Q(z²) on |z| <= 4 (±1 beyond; P, Q of
 //                degree 5, a weighted least-squares fit to the minimax error: |error| <= 4e-7
-//                evaluated in f32, against the 1-ulp libm erf that cost 9 ns per element here)
+//                evaluated in f32, against the 1-ulp libm erf that cost 9 ns per element here),
+//                evaluated in u directly with its scale folded in (GeluErfFolded)
 //   gelu (tanh): u/2 · (1 + tanh(t)) = u·sigmoid(2t),  t = √(2/π)·(u + 0.044715u³)
 //   silu_gate:   a·sigmoid(a)·b
-// (exp: vexp with the polynomial degree of the dtype; 1/q: vrcp, rows_cpu.hpp.) NaN propagates; gelu(+inf) = +inf, gelu(−inf) = NaN
-// (0·inf in both forms), silu(−inf) = NaN.
+// (exp: vexp with the polynomial degree of the dtype; 1/q: vrcp, rows_cpu.hpp.) NaN propagates;
+// gelu(+inf) = +inf, gelu(−inf) = NaN (0·inf in both forms), silu(−inf) = NaN.
 #include <omp.h>
 
 #include <algorithm>
@@ -23,40 +24,40 @@
 namespace sixfold::detail {
 namespace {
 
+// u·Φ(u) by the folded fit (GeluErfFolded): Φ = 1/2 + u·P̂(w)/Q̂(w) clamped to [0, 1].
 inline vf16 gelu_erf(vf16 u) {
-  using M = ActivationMath;
-  vf16 z = u * M::kSqrtHalf;
-  z = z > M::kErfClamp ? vsplat(M::kErfClamp) : z;
-  z = z < -M::kErfClamp ? vsplat(-M::kErfClamp) : z;
-  const vf16 s = z * z;
-  vf16 p = s * M::kErfP[0] + M::kErfP[1];
-  vf16 q = s * M::kErfQ[0] + M::kErfQ[1];
+  constexpr GeluErfFolded c = gelu_erf_folded();
+  const vf16 u2 = u * u;
+  const vf16 w = u2 < GeluErfFolded::kWMax ? u2 : vsplat(GeluErfFolded::kWMax);
+  vf16 p = w * c.p[0] + c.p[1];
+  vf16 q = w * c.q[0] + c.q[1];
   for (int k = 2; k < 6; ++k) {
-    p = p * s + M::kErfP[k];
-    q = q * s + M::kErfQ[k];
+    p = p * w + c.p[k];
+    q = q * w + c.q[k];
   }
-  // 1 + erf, kept >= 0 (the fit's error near z = −4 would otherwise give gelu(−1e4) ≈ +6e-4).
-  const vf16 one_plus = vmax16(z * p * vrcp(q) + 1.0f, vf16{});
-  return u * 0.5f * one_plus;
+  vf16 phi = u * p * vrcp(q) + 0.5f;
+  phi = phi < 1.0f ? phi : vsplat(1.0f);
+  return u * vmax16(phi, vf16{});
 }
 
-// v·sigmoid(a) = v / (1 + exp(−a)); sigmoid is exactly 0 for a < −80 (so −inf gives −inf·0 =
-// NaN, as the formula does), and exp(−a) stays below e^80 so that its reciprocal is normal.
+// v·sigmoid(a) = v / (1 + exp(na)) given na = −a; sigmoid is exactly 0 for a < −80 (so −inf
+// gives −inf·0 = NaN, as the formula does), and exp(na) stays below e^80 so that its reciprocal
+// is normal.
 template <DType T>
-inline vf16 times_sigmoid(vf16 v, vf16 a) {
-  const vf16 na = -a;
+inline vf16 times_sigmoid(vf16 v, vf16 na) {
   const vf16 s = vrcp(1.0f + vexp<exp_degree<T>>(na < 80.0f ? na : vsplat(80.0f)));
-  return v * (a < -80.0f ? vf16{} : s);
+  return v * (na > 80.0f ? vf16{} : s);
 }
 
+// u/2·(1 + tanh t) = u·sigmoid(2t), t = √(2/π)·(u + 0.044715u³): −2t = u·(c0 + c1·u²).
 template <DType T>
 inline vf16 gelu_tanh(vf16 u) {
-  const vf16 t = ActivationMath::kSqrt2OverPi * (u + 0.044715f * u * u * u);
-  return times_sigmoid<T>(u, 2.0f * t);
+  constexpr float c0 = -2.0f * ActivationMath::kSqrt2OverPi, c1 = c0 * 0.044715f;
+  return times_sigmoid<T>(u, u * (u * u * c1 + c0));
 }
 
 template <DType T>
-inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, a); }
+inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, -a); }
 
 // y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
 template <DType T, ActivationKind K>

@@ -23,4 +23,27 @@ struct ActivationMath {
   static constexpr float kErfClamp = 4.0f;
 };
 
+// The same fit taken to u = z·√2 directly, as both backends evaluate it:
+//   Φ(u) = 1/2 + u·P̂(w)/Q̂(w) clamped to [0, 1],  w = min(u², kWMax),
+//   P̂(w) = P(w/2)·√½/2,  Q̂(w) = Q(w/2)   (coefficients highest first),
+// so gelu(u) = u·Φ(u). The scale is folded in at compile time (powers of two exact, √½/2 one
+// rounding). Past |u| = 4√2 (w frozen at 32) the ratio is about u/(8√2), so Φ leaves [0, 1] on
+// the side the clamp sends to 0 or 1, as it does with the fit's ~4e-7 dip below 0 far left.
+// Q̂ >= 1 on w >= 0, so an approximate reciprocal is safe.
+struct GeluErfFolded {
+  float p[6], q[6];
+  static constexpr float kWMax = 2.0f * ActivationMath::kErfClamp * ActivationMath::kErfClamp;
+};
+constexpr GeluErfFolded gelu_erf_folded() {
+  using M = ActivationMath;
+  GeluErfFolded c{};
+  float scale = 1.0f;  // 2^−(5−i): coefficient i multiplies s^(5−i) = (w/2)^(5−i)
+  for (int i = 5; i >= 0; --i) {
+    c.p[i] = M::kErfP[i] * scale * (M::kSqrtHalf * 0.5f);
+    c.q[i] = M::kErfQ[i] * scale;
+    scale *= 0.5f;
+  }
+  return c;
+}
+
 }  // namespace sixfold::detail
