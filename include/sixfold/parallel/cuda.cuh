@@ -96,14 +96,18 @@ class DeviceGuard {
  public:
   explicit DeviceGuard(int device, const char* where = "sixfold") {
     check_cuda(cudaGetDevice(&previous_), where);
-    if (device != previous_) check_cuda(cudaSetDevice(device), where);
+    switched_ = device != previous_;
+    if (switched_) check_cuda(cudaSetDevice(device), where);
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);  // nothing to undo (and no call) otherwise
+  }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
 };
 
 // The number of SMs of `device`, asked once per device (the first 64) and cached.
