@@ -77,7 +77,7 @@ std::vector<Case> cases() {
   std::vector<Case> all;
   for (ActivationKind k : {ActivationKind::gelu_erf, ActivationKind::gelu_tanh, ActivationKind::silu_gate})
     for (DType t : {DType::f32, DType::bf16, DType::f16}) {
-      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 7}, {5, 4095}, {2, 4096}, {70000, 8}, {1, 1 << 20}})
+      for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 7}, {5, 4095}, {2, 4096}, {33, 1024}, {70000, 8}, {1, 1 << 20}})
         all.push_back({k, t, rows, n});
       all.push_back({k, t, 9, 1000, false, 5});        // strided rows, no bias
       all.push_back({k, t, 4, 512, true, 8, true});     // in place

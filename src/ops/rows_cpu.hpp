@@ -398,7 +398,8 @@ struct RowStream {
 
 // Writes the n elements of each of R rows of the same length at dst[0, R) (element type T) in
 // one pass: g(i, m, v) fills v[0, R) with the chunk at i of each row (m lanes; m == 16 in the
-// body, which inlining specializes), so per-column data the rows share, such as gradient
+// body, which inlining specializes; called once per chunk, in increasing i, so g may keep a
+// running position), so per-column data the rows share, such as gradient
 // partials, is loaded and stored once per chunk. With nt (every row aligned to the element size
 // and at the same offset from a 64-byte boundary) the body is written with non-temporal stores
 // from that boundary on; otherwise plainly. The prefetch stream steps R elements per column
