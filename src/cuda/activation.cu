@@ -15,9 +15,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
 #include "../ops/activation_entries.hpp"
+#include "pack.cuh"
 #include "sixfold/parallel/cuda.cuh"
 
 namespace sixfold::detail {
@@ -25,23 +25,6 @@ namespace {
 
 using parallel::cuda::check_cuda;
 constexpr int kThreads = 256;
-
-template <class T> __device__ __forceinline__ float to_f32(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return __half2float(v);
-}
-template <class T> __device__ __forceinline__ T from_f32(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else return __float2half_rn(v);
-}
-
-// V elements of T moved as one access (16 bytes when V·sizeof(T) == 16).
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T e[V];
-};
 
 // 2^x by ex2.approx.ftz (MUFU.EX2: +inf above 128, +0 below −126) and 1/x by rcp.approx.ftz
 // (MUFU.RCP: +0 for +inf), each one instruction: __expf and __fdividef add a scaling guard for
@@ -91,59 +74,14 @@ __device__ __forceinline__ float apply(float v, float g) {
   else return times_sigmoid(v, -kLog2e * v) * g;
 }
 
-// 16 bytes of T as f32.
-template <class T, int V>
-__device__ __forceinline__ void widen(const uint4& raw, float (&f)[V]) {
-  const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  } else {
-    Vec<T, V> v;
-    memcpy(&v, &raw, 16);
-#pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = to_f32(v.e[k]);
-  }
-}
-
-// One V-element access of a row as f32, 16-byte ones read with the L2 policy evict-last (as the
-// norms' rows: docs/perf/norm.md, session 18). bf16 words widen by a shift (low half) or a mask
-// (high half): one instruction an element, where the generic conversion spends 1.5.
+// One V-element access of a row as f32 (Pack: bf16 widened by a shift or a mask, one
+// instruction an element), 16-byte ones read with the L2 policy evict-last (as the norms' rows:
+// docs/perf/norm.md, session 18).
 template <class T, int V>
 __device__ __forceinline__ void load_row(const T* p, std::uint64_t policy, float (&f)[V]) {
-  if constexpr (sizeof(Vec<T, V>) == 16) {
-    const uint4 raw = parallel::cuda::load_l2_hint(reinterpret_cast<const uint4*>(p), policy);
-    widen<T, V>(raw, f);
-  } else {
-    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
-#pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = to_f32(v.e[k]);
-  }
-}
-
-// V results stored as T (bf16/f16 pairs by one packing conversion).
-template <class T, int V>
-__device__ __forceinline__ void store_row(T* p, const float (&f)[V]) {
-  Vec<T, V> v;
-  if constexpr (V % 2 == 0 && !std::is_same_v<T, float>) {
-#pragma unroll
-    for (int k = 0; k < V; k += 2) {
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(f[k], f[k + 1]);
-        memcpy(&v.e[k], &h, 4);
-      } else {
-        const __half2 h = __floats2half2_rn(f[k], f[k + 1]);
-        memcpy(&v.e[k], &h, 4);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < V; ++k) v.e[k] = from_f32<T>(f[k]);
-  }
-  *reinterpret_cast<Vec<T, V>*>(p) = v;
+  using P = Pack<T, V>;
+  if constexpr (sizeof(typename P::Raw) == 16) P::load_hint(p, policy).unpack(f);
+  else P::load(p).unpack(f);
 }
 
 template <class T, ActivationKind K, int V>
@@ -165,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
       if constexpr (K == ActivationKind::silu_gate) x[k] = apply<K>(x[k], g[k]);
       else x[k] = apply<K>(x[k] + bias[k], 0.f);
     }
-    store_row<T, V>(static_cast<T*>(a.out.data) + r * a.out.row_stride + col, x);
+    Pack<T, V>::pack(x).store(static_cast<T*>(a.out.data) + r * a.out.row_stride + col);
   }
 }
 
