@@ -23,6 +23,7 @@
 #include <functional>
 #include <vector>
 
+#include "probe_common.cuh"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/tensor.hpp"
 
@@ -38,62 +39,6 @@ void cuda_ok(cudaError_t e, const char* what) {
 }
 
 __global__ void empty_kernel() {}
-
-// Random bf16 values in about [-4, 5) from a hash of the index and a seed.
-__global__ void fill_random(std::uint16_t* x, std::int64_t count, std::uint32_t seed) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    std::uint32_t h = std::uint32_t(i) * 0x9e3779b9u ^ seed;
-    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
-    const float f = float(h >> 8) * (9.0f / 16777216.0f) - 4.0f;
-    x[i] = std::uint16_t(__float_as_uint(f) >> 16);
-  }
-}
-
-float __uint_as_float_host(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median over `reps` of events around f() (one call).
-double per_call_us(const std::function<void(int)>& f, int reps, cudaStream_t st) {
-  cudaEvent_t a, b;
-  cuda_ok(cudaEventCreate(&a), "event");
-  cuda_ok(cudaEventCreate(&b), "event");
-  std::vector<double> t;
-  for (int i = 0; i < reps + 3; ++i) {
-    cuda_ok(cudaEventRecord(a, st), "record");
-    f(i);
-    cuda_ok(cudaEventRecord(b, st), "record");
-    cuda_ok(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    cuda_ok(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    if (i >= 3) t.push_back(ms * 1e3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(t);
-}
-
-// `calls` calls of f(i) captured in one graph; median over replays of the time per call.
-double graph_us(const std::function<void(int)>& f, int calls, cudaStream_t st) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  cuda_ok(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < calls; ++i) f(i);
-  cuda_ok(cudaStreamEndCapture(st, &g), "end capture");
-  cuda_ok(cudaGraphInstantiate(&ge, g, 0), "instantiate");
-  const double t = per_call_us([&](int) { cuda_ok(cudaGraphLaunch(ge, st), "graph launch"); }, 10, st);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return t / calls;
-}
 
 // ---- Experiment (session 13): rows staged by the bulk-copy engine (cp.async.bulk, "TMA") ----
 // A persistent grid; each block takes rows blockIdx.x, +gridDim.x, …; thread 0 keeps `Stages`
@@ -204,20 +149,6 @@ __global__ void __launch_bounds__(Threads) rms_tma(const std::uint16_t* x, const
     }
   }
   if (t == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-// Plain 16-byte loads and stores, 4 in flight per thread, grid-stride (the LDG / STG copy).
-__global__ void __launch_bounds__(256) copy_ldg(const uint4* x, uint4* y, std::int64_t count) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * 256 * 4;
-  for (std::int64_t i = blockIdx.x * 1024 + threadIdx.x; i < count; i += stride) {
-    uint4 v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (i + k * 256 < count) v[k] = x[i + k * 256];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (i + k * 256 < count) y[i + k * 256] = v[k];
-  }
 }
 
 // Grid for a persistent kernel: blocks per SM (occupancy) × SMs, at most `rows`.
@@ -362,8 +293,8 @@ int main() {
           cuda_ok(cudaStreamSynchronize(st), "sync");
           double worst = 0;
           for (std::size_t e = 0; e < a.size(); ++e) {
-            const float fa = __uint_as_float_host(std::uint32_t(a[e]) << 16);
-            const float fb = __uint_as_float_host(std::uint32_t(b2[e]) << 16);
+            const float fa = bf16_to_float(a[e]);
+            const float fb = bf16_to_float(b2[e]);
             worst = std::max(worst, double(std::fabs(fa - fb)) / std::max(1.0, double(std::fabs(fa))));
           }
           std::printf("rms_tma%d %s: max |tma - rms_norm| / max(1, |y|) = %.3g (bf16 eps 0.0078)\n",

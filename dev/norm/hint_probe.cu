@@ -32,7 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "../cuda_check.cuh"
+#include "../../src/cuda/pack.cuh"
+#include "probe_common.cuh"
 #include "sixfold/ops/norm.hpp"
 #include "sixfold/parallel/cuda.cuh"
 #include "sixfold/runtime/tensor.hpp"
@@ -69,13 +70,18 @@ __device__ __forceinline__ void store_y(uint4* p, uint4 v, std::uint64_t pol) {
     parallel::cuda::store_l2_hint(p, v, pol);
 }
 
-__device__ __forceinline__ void unpack(uint4 q, float (&f)[8]) {
-  const unsigned u[4] = {q.x, q.y, q.z, q.w};
+using BfPack = detail::Pack<__nv_bfloat16, 8>;  // 8 bf16 in one uint4 (src/cuda/pack.cuh)
+
+__device__ __forceinline__ void unpack(uint4 q, float (&f)[8]) { BfPack{q}.unpack(f); }
+
+// The rewrite of one pack: x·r·w, rounded to bf16.
+__device__ __forceinline__ uint4 scaled(uint4 q, uint4 wq, float r) {
+  float f[8], g[8];
+  unpack(q, f);
+  unpack(wq, g);
 #pragma unroll
-  for (int h = 0; h < 4; ++h) {
-    f[2 * h] = __uint_as_float(u[h] << 16);
-    f[2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
-  }
+  for (int k = 0; k < 8; ++k) f[k] = f[k] * r * g[k];
+  return BfPack::pack(f).raw;
 }
 
 template <int N, int Threads, int LX, int SY, bool Two>
@@ -119,18 +125,7 @@ __global__ void __launch_bounds__(Threads) rms_hint(const uint4* x, const uint4*
     for (int p = 0; p < P; ++p) q[p] = load_x<2>(xr + p * Threads + t, pf);
   }
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-    float f[8], g[8];
-    unpack(q[p], f);
-    unpack(wq[p], g);
-    unsigned u[4];
-#pragma unroll
-    for (int h = 0; h < 4; ++h) {
-      const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * h] * r * g[2 * h], f[2 * h + 1] * r * g[2 * h + 1]);
-      std::memcpy(&u[h], &b2, 4);
-    }
-    store_y<SY>(yr + p * Threads + t, make_uint4(u[0], u[1], u[2], u[3]), pol_y);
-  }
+  for (int p = 0; p < P; ++p) store_y<SY>(yr + p * Threads + t, scaled(q[p], wq[p], r), pol_y);
 }
 
 // Rows of N = 32·P·8 elements, one warp each, Rows warps (rows) a block.
@@ -159,86 +154,7 @@ __global__ void __launch_bounds__(32 * Rows) rms_warp_rows(const uint4* x, const
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float r = 1.0f / sqrtf(ss / float(N) + eps);
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-    float f[8], g[8];
-    unpack(q[p], f);
-    unpack(wq[p], g);
-    unsigned u[4];
-#pragma unroll
-    for (int h = 0; h < 4; ++h) {
-      const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * h] * r * g[2 * h], f[2 * h + 1] * r * g[2 * h + 1]);
-      std::memcpy(&u[h], &b2, 4);
-    }
-    store_y<0>(yr + p * 32 + lane, make_uint4(u[0], u[1], u[2], u[3]), 0);
-  }
-}
-
-// Plain 16-byte loads and stores, 4 in flight a thread, grid-stride.
-__global__ void __launch_bounds__(256) copy_ldg(const uint4* x, uint4* y, std::int64_t count) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * 256 * 4;
-  for (std::int64_t i = blockIdx.x * 1024 + threadIdx.x; i < count; i += stride) {
-    uint4 v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (i + k * 256 < count) v[k] = x[i + k * 256];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (i + k * 256 < count) y[i + k * 256] = v[k];
-  }
-}
-
-__global__ void fill_random(std::uint16_t* x, std::int64_t count, std::uint32_t seed) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    std::uint32_t h = std::uint32_t(i) * 0x9e3779b9u ^ seed;
-    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
-    const float f = float(h >> 8) * (9.0f / 16777216.0f) - 4.0f;
-    x[i] = std::uint16_t(__float_as_uint(f) >> 16);
-  }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double per_call_us(const std::function<void(int)>& f, int reps, cudaStream_t st) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < reps + 3; ++i) {
-    CK(cudaEventRecord(a, st));
-    f(i);
-    CK(cudaEventRecord(b, st));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 3) t.push_back(ms * 1e3);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return median(t);
-}
-
-double graph_us(const std::function<void(int)>& f, int calls, cudaStream_t st) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) f(i);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  const double t = per_call_us([&](int) { CK(cudaGraphLaunch(ge, st)); }, 10, st);
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return t / calls;
-}
-
-float bf16_to_float(std::uint16_t h) {
-  const std::uint32_t u = std::uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  for (int p = 0; p < P; ++p) store_y<0>(yr + p * 32 + lane, scaled(q[p], wq[p], r), 0);
 }
 
 struct Variant {
