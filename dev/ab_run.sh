@@ -59,14 +59,21 @@ if [[ -f $bin/sixfold_old.xz ]]; then
   old=/tmp/sixfold_old && xz -dc "$bin/sixfold_old.xz" >"$old" && chmod +x "$old"
 fi
 
-check() {  # check TEST: the CUDA cases with the GPU required, then memcheck on the small ones
+test_bin() {  # test_bin TEST: its path (bin/TEST, or bin/TEST.xz unpacked to /tmp), or nothing
   local t=$bin/$1
   if [[ ! -x $t && -f $t.xz ]]; then xz -dc "$t.xz" >"/tmp/$1" && chmod +x "/tmp/$1" && t=/tmp/$1; fi
-  [[ -x $t ]] || { el "$1: not in $bin, skipped"; return; }
+  [[ -x $t ]] && echo "$t"
+}
+gpu_cases() {  # gpu_cases TEST PATH: the CUDA cases with the GPU required
   el "$1 (GPU required)"
-  SIXFOLD_REQUIRE_GPU=1 timeout 200 "$t" --gtest_filter='*Cuda*' >"$out/$1.log" 2>&1
+  SIXFOLD_REQUIRE_GPU=1 timeout 200 "$2" --gtest_filter='*Cuda*' >"$out/$1.log" 2>&1
   echo "$1 rc=$?" | tee -a "$out/summary.txt"
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/$1.log" | tee -a "$out/summary.txt"
+}
+check() {  # check TEST: the CUDA cases with the GPU required, then memcheck on the small ones
+  local t
+  t=$(test_bin "$1") || { el "$1: not in $bin, skipped"; return; }
+  gpu_cases "$1" "$t"
   el "$1 memcheck (small cases)"
   SIXFOLD_TEST_SMALL=1 SIXFOLD_REQUIRE_GPU=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$t" --gtest_filter='*Cuda*:-*Variants*' >"$out/$1_memcheck.log" 2>&1
@@ -92,12 +99,7 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
 
 if want tests; then  # TESTS: the CUDA cases of each with the GPU required (no memcheck)
   for t in ${TESTS:-}; do
-    b=$bin/$t
-    if [[ ! -x $b && -f $b.xz ]]; then xz -dc "$b.xz" >"/tmp/$t" && chmod +x "/tmp/$t" && b=/tmp/$t; fi
-    el "$t (GPU required)"
-    SIXFOLD_REQUIRE_GPU=1 timeout 200 "$b" --gtest_filter='*Cuda*' >"$out/$t.log" 2>&1
-    echo "$t rc=$?" | tee -a "$out/summary.txt"
-    grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/$t.log" | tee -a "$out/summary.txt"
+    if b=$(test_bin "$t"); then gpu_cases "$t" "$b"; else el "$t: not in $bin, skipped"; fi
   done
 fi
 want sscan && check test_selective_scan
