@@ -13,6 +13,7 @@ against ~4.2 TB/s for a copy kernel) timed in the same process, or by --copy-gbp
 such as SIXFOLD_ACT_ROWS, read on every call); --sixfold-only leaves the PyTorch rows out.
 """
 import argparse
+import contextlib
 import os
 
 import torch
@@ -23,6 +24,23 @@ import torch_norm  # time_ms: the same timing as the norms' side-by-side
 
 SHAPES = [(16384, 8192), (4096, 4096), (65536, 1024)]
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+@contextlib.contextmanager
+def env_set(var, value):
+    """The environment variable `var` set to `value` for the block (var None: nothing set)."""
+    if var is None:
+        yield
+        return
+    saved = os.environ.get(var)
+    os.environ[var] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[var]
+        else:
+            os.environ[var] = saved
 
 
 def copy_gbps():
@@ -50,7 +68,7 @@ def main():
           f"copy ceiling {ceiling:.0f} GB/s")
     print(f"{'op':<10} {'shape':<12} {'impl':<22} {'median ms':>10} {'GB/s':>8} {'% copy':>7}")
     for r, n in shapes:
-        copies = max(2, -(-(200 << 20) // (2 * r * n * 2)))
+        copies = max(2, -(-(200 << 20) // (2 * r * n * esize)))
         sets = [(torch.randn(r, n, device="cuda", dtype=dt),
                  torch.randn(r, n, device="cuda", dtype=dt)) for _ in range(copies)]
         bias = torch.randn(n, device="cuda", dtype=dt)
@@ -58,36 +76,31 @@ def main():
         c_gelu_tanh = torch.compile(lambda x: F.gelu(x + bias, approximate="tanh"), dynamic=False)
         c_silu = torch.compile(lambda a, b: F.silu(a) * b, dynamic=False)
         rows = [
-            ("copy", "torch.neg (copy class)", lambda s: torch.neg(s[0]), 4),  # this shape's own ceiling
-            ("bias_gelu", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias), 4),
-            ("bias_gelu", "eager F.gelu(x+b)", lambda s: F.gelu(s[0] + bias), 4),
-            ("bias_gelu", "torch.compile", lambda s: c_gelu(s[0]), 4),
-            ("gelu_tanh", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias, approximate="tanh"), 4),
-            ("gelu_tanh", "torch.compile", lambda s: c_gelu_tanh(s[0]), 4),
-            ("silu_gate", "sixfold", lambda s: sixfold.silu_gate(s[0], s[1]), 6),
-            ("silu_gate", "eager F.silu(a)*b", lambda s: F.silu(s[0]) * s[1], 6),
-            ("silu_gate", "torch.compile", lambda s: c_silu(s[0], s[1]), 6),
+            # (op, impl, call, tensors of r x n read or written); torch.neg: this shape's own ceiling
+            ("copy", "torch.neg (copy class)", lambda s: torch.neg(s[0]), 2),
+            ("bias_gelu", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias), 2),
+            ("bias_gelu", "eager F.gelu(x+b)", lambda s: F.gelu(s[0] + bias), 2),
+            ("bias_gelu", "torch.compile", lambda s: c_gelu(s[0]), 2),
+            ("gelu_tanh", "sixfold", lambda s: sixfold.bias_gelu(s[0], bias, approximate="tanh"), 2),
+            ("gelu_tanh", "torch.compile", lambda s: c_gelu_tanh(s[0]), 2),
+            ("silu_gate", "sixfold", lambda s: sixfold.silu_gate(s[0], s[1]), 3),
+            ("silu_gate", "eager F.silu(a)*b", lambda s: F.silu(s[0]) * s[1], 3),
+            ("silu_gate", "torch.compile", lambda s: c_silu(s[0], s[1]), 3),
         ]
         if args.sixfold_only:
             rows = [row for row in rows if row[1] == "sixfold"]
+        rows = [(*row, (None, None)) for row in rows]
         if args.env:
             var, values = args.env.split("=", 1)
-            rows = [(op, f"sixfold {var}={v}", fn, b, (var, v)) for op, name, fn, b in rows if name == "sixfold"
-                    for v in values.split(",")] + rows
+            rows = [(op, f"sixfold {var}={v}", fn, k, (var, v)) for op, name, fn, k, _ in rows
+                    if name == "sixfold" for v in values.split(",")] + rows
         # The first timing after a change of shape reads slow (seen as 47% against 54.5% for one
         # kernel timed twice); one untimed pass of the first row absorbs it.
         torch_norm.time_ms(rows[0][2], sets)
-        for op, name, fn, bytes_per, *env in rows:
-            saved = os.environ.get(env[0][0]) if env else None
-            if env:
-                os.environ[env[0][0]] = env[0][1]
-            ms = torch_norm.time_ms(fn, sets)
-            if env:
-                if saved is None:
-                    del os.environ[env[0][0]]
-                else:
-                    os.environ[env[0][0]] = saved
-            gbps = bytes_per * esize / 2 * r * n / ms / 1e6
+        for op, name, fn, tensors, env in rows:
+            with env_set(*env):
+                ms = torch_norm.time_ms(fn, sets)
+            gbps = tensors * esize * r * n / ms / 1e6
             print(f"{op:<10} {f'{r}x{n}':<12} {name:<22} {ms:>10.4f} {gbps:>8.0f} {100 * gbps / ceiling:>6.1f}%",
                   flush=True)
         del sets

@@ -36,7 +36,7 @@ inline std::vector<double> activation(ActivationKind k, const std::vector<double
   if (!bias.empty())
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t i = 0; i < n; ++i) t[std::size_t(r * n + i)] += bias[std::size_t(i)];
-  for (double& v : t) v = k == ActivationKind::gelu_erf ? gelu_erf(v) : k == ActivationKind::gelu_tanh ? gelu_tanh(v) : silu(v);
+  for (double& v : t) v = k == ActivationKind::silu_gate ? silu(v) : activation(k, v, 0.0);
   if (k == ActivationKind::silu_gate)
     for (std::size_t i = 0; i < t.size(); ++i) t[i] *= g[i];
   return t;
