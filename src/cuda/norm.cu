@@ -990,11 +990,12 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   const int t = threadIdx.x, lane = t & 31;
   const T* src = kAdd ? sum_row<T, kAdd>(a, row) + lo
                       : static_cast<const T*>(a.x.data) + row * a.x.row_stride + lo;
+  const std::uint64_t s_policy = kAdd ? l2_evict_first() : 0;  // s read for the last time (the fold stored it evict-last)
   const auto load_sweep = [&](const Sweep& sw, P (&r)[S]) {  // all loads in flight first
 #pragma unroll
     for (int s = 0; s < S; ++s)
       if (kStride * s < sw.rem)
-        r[s] = kAdd ? P::load_hint(src + sw.base + kStride * s, l2_evict_first()) : P::load(src + sw.base + kStride * s);
+        r[s] = kAdd ? P::load_hint(src + sw.base + kStride * s, s_policy) : P::load(src + sw.base + kStride * s);
   };
   // Launched as a programmatic dependent of the fold: x does not depend on it, so the first
   // sweep of x is loaded before waiting for the fold's states (s, with the add, is its output).
