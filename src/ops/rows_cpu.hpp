@@ -133,6 +133,13 @@ template <DType T>
 constexpr int kElemBytes = T == DType::f32 ? 4 : 2;
 
 // f32 → bf16 bits, round to nearest even, NaN kept quiet (the same rule as store_row).
+#if defined(__AVX512BF16__)
+// The conversion instructions of AVX512_BF16 (vcvtneps2bf16, vcvtne2ps2bf16) follow that rule
+// except on f32 denormals, which they flush to ±0; a chunk holding one takes the integer
+// rounding below instead. One instruction for 32 lanes in place of 11 (dev box, bf16 stores).
+inline __mmask16 denormal_lanes(vf16 v) { return _mm512_fpclass_ps_mask((__m512)v, 0x20); }
+inline bool any_denormal(vf16 v) { return denormal_lanes(v) != 0; }
+#endif
 #if defined(__AVX512F__)
 // The bf16 rounding of 16 lanes, left in the high half of each 32-bit lane. kNanLowZero: every
 // NaN among the lanes is quiet with a zero low half (it came from bf16 values through f32
@@ -152,6 +159,14 @@ inline __m512i bf16_round_hi(vf16 v) {
 #endif
 
 inline vh16 to_bf16_bits(vf16 v) {
+#if defined(__AVX512BF16__)
+  if (!any_denormal(v)) {
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh((__m512)v);
+    vh16 out;
+    std::memcpy(&out, &h, sizeof out);
+    return out;
+  }
+#endif
 #if defined(__AVX512F__)
   const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_round_hi(v), 16));
   vh16 out;
@@ -251,8 +266,14 @@ inline void vstore2(void* p, vf16 a, vf16 b, bool nt) {
     alignas(64) static constexpr std::uint16_t kHigh[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                                             23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
                                                             45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __m512i h = _mm512_permutex2var_epi16(bf16_round_hi<kNanLowZero>(a), _mm512_load_si512(kHigh),
-                                                bf16_round_hi<kNanLowZero>(b));
+    __m512i h;
+#if defined(__AVX512BF16__)
+    if (!kNanLowZero && _kor_mask16(denormal_lanes(a), denormal_lanes(b)) == 0)
+      h = (__m512i)_mm512_cvtne2ps_pbh((__m512)b, (__m512)a);  // a in the low half
+    else
+#endif
+      h = _mm512_permutex2var_epi16(bf16_round_hi<kNanLowZero>(a), _mm512_load_si512(kHigh),
+                                    bf16_round_hi<kNanLowZero>(b));
     if (nt) _mm512_stream_si512(static_cast<__m512i*>(p), h);
     else _mm512_storeu_si512(p, h);
     return;
