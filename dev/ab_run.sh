@@ -15,7 +15,9 @@
 #             alternating, two rounds
 #   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
 #             naive rows skipped), old and new alternating, two rounds
-#   norm-fwd  the same for the forward and fused-add rows (shapes: FWD_AB_SHAPES)
+#   act-test  test_activation's CUDA cases with the GPU required, then memcheck on the small ones
+#   norm-fwd  the same for the forward and fused-add rows (shapes: FWD_AB_SHAPES; cases:
+#             FWD_AB_CASES, default forward,add)
 #   fwd-vars  test_norm (and memcheck) with each SIXFOLD_NORM_FWD of FWD_VARS (default s8), then
 #             the forward and fused-add rows, default vs each, on FWD_SHAPES (default 65536x1024)
 #   norm-all  every norm row of the new CLI (CUDA graph rows included), first three shapes
@@ -37,6 +39,7 @@
 #   act       test_activation (GPU required, memcheck), then bench/torch_activation.py (ACT_ARGS,
 #             default --graph) with each of AB_BIN/libsixfold_old, _mid and libsixfold.a.xz built
 #             into an extension (the older ones --sixfold-only), two rounds
+# AB_TIMEOUT: seconds each CLI run of an A/B phase may take (default 150).
 # Logs to LOGDIR; a summary is printed as it goes (LOGDIR/summary.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -91,7 +94,7 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
       local cli=$cli_new
       if [[ $which == old ]]; then [[ -n $old ]] || continue; cli=$old; fi
       echo "== $name round $round: $which" >>"$out/$name.log"
-      env "${envs[@]}" timeout 150 "$cli" bench "$@" >>"$out/$name.log" 2>&1
+      env "${envs[@]}" timeout "${AB_TIMEOUT:-150}" stdbuf -oL "$cli" bench "$@" >>"$out/$name.log" 2>&1
     done
   done
   grep -E "^==|sixfold::|copy" "$out/$name.log" | grep -v "^cpu" | cut -c1-160 | tee -a "$out/summary.txt"
@@ -127,7 +130,8 @@ want sscan-ab && ab sscan SIXFOLD_SSCAN_CASES=${SSCAN_CASES:-0,1,2} -- selective
 want decode && ab decode SIXFOLD_SSCAN_CASES=decode -- selective_scan --backend cuda --seconds 0.5
 want norm-bwd && ab norm_bwd SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 \
   SIXFOLD_NORM_SHAPES=${FWD_AB_SHAPES:-16384x8192,4096x4096,65536x1024} -- norm --backend cuda --seconds 0.25
-want norm-fwd && ab norm_fwd SIXFOLD_NORM_CASES=forward,add SIXFOLD_NORM_SKIP_NAIVE=1 \
+want act-test && check test_activation
+want norm-fwd && ab norm_fwd SIXFOLD_NORM_CASES=${FWD_AB_CASES:-forward,add} SIXFOLD_NORM_SKIP_NAIVE=1 \
   SIXFOLD_NORM_SHAPES=${FWD_AB_SHAPES:-16384x8192,4096x4096,65536x1024} -- norm --backend cuda --seconds 0.25
 
 if want fwd-vars; then  # forward / fused add of the new CLI: default vs each SIXFOLD_NORM_FWD in FWD_VARS

@@ -86,6 +86,7 @@ __device__ __forceinline__ void load_row(const T* p, std::uint64_t policy, float
 
 template <class T, ActivationKind K, int V>
 __global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
+  parallel::cuda::chain_head();  // launched as a programmatic dependent (launch)
   const std::int64_t col = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (col >= a.x.n) return;
   const std::uint64_t policy = parallel::cuda::l2_evict_last();
@@ -112,8 +113,13 @@ __global__ void __launch_bounds__(kThreads) activation_rows(ActivationArgs a) {
 // Measured best on the H200 (graph replay): 16-bit data, the erf form 4 (16384×8192 bf16 82 ->
 // 95% of copy), the tanh form 2 (95.5 -> 99.5%), SiLU-gate 1 (its math is light; 2 and 4 lose up
 // to 1%); f32 data (half the elements a byte) half of that: erf 2 (4096×4096 89.1% at 4 -> 91.0%),
-// tanh 1. R is lowered until the grid keeps R waves of 8 blocks per SM. Development knob, read
-// on every call: SIXFOLD_ACT_ROWS=R overrides the choice (1 to 64).
+// tanh 1. R is lowered until the grid keeps 8·R waves of 8 blocks per SM: with the kernels
+// launched as programmatic dependents (chain_head), one row a thread was faster on the smaller
+// shapes. H100, bf16, graph replay, % of copy, R = 4 / 2 / 1 (the tanh form 2 / 1): erf 4096×4096
+// 85.3–85.9 / 88.0 / 90.2–90.3, 65536×1024 96.2–96.7 / 97.2–97.5 / 98.1–98.3; tanh 4096×4096
+// 88.0 / 89.6–89.9; at 16384×8192 R = 4 and 1 within 1.5 (R stays 4 there, as measured on the
+// H200 without the chain). Development knob, read on every call: SIXFOLD_ACT_ROWS=R overrides the
+// choice (1 to 64).
 template <class T, ActivationKind K>
 std::int64_t rows_per_thread(std::int64_t blocks_one_row, int device) {
   std::int64_t r = K == ActivationKind::gelu_erf ? 4 : K == ActivationKind::gelu_tanh ? 2 : 1;
@@ -123,7 +129,7 @@ std::int64_t rows_per_thread(std::int64_t blocks_one_row, int device) {
     if (v >= 1 && v <= 64) return v;
   }
   const std::int64_t wave = 8 * std::int64_t(parallel::cuda::sm_count(device, "sixfold activation"));
-  while (r > 1 && blocks_one_row < r * wave) r /= 2;
+  while (r > 1 && blocks_one_row < 8 * r * wave) r /= 2;
   return r;
 }
 
@@ -145,9 +151,8 @@ void launch(const ActivationArgs& a, cudaStream_t stream, int device) {
   const std::int64_t groups = (a.x.rows + ty * per_thread - 1) / (ty * per_thread);
   const dim3 grid(unsigned(chunks), unsigned(std::min<std::int64_t>(groups, 65535)));
   const dim3 block(tx, ty);
-  if (vec) activation_rows<T, K, kV><<<grid, block, 0, stream>>>(a);
-  else activation_rows<T, K, 1><<<grid, block, 0, stream>>>(a);
-  check_cuda(cudaGetLastError(), "sixfold activation");
+  parallel::cuda::launch_dependent(vec ? activation_rows<T, K, kV> : activation_rows<T, K, 1>, grid, block, 0,
+                                   stream, parallel::cuda::chain_launches(), "sixfold activation", a);
 }
 
 template <class T>

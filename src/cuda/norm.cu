@@ -652,6 +652,7 @@ __device__ __forceinline__ T* sum_row(const NormArgs& a, std::int64_t r) {
 // ~410 with kWarp = 1 (counted in its SASS; docs/perf/norm.md, session 12).
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff = 0, int kWarp = 0>
 __global__ void __launch_bounds__(kGroupBlock) norm_rows_group(NormArgs a, int log2_g) {
+  parallel::cuda::chain_head();
   const int g = 1 << log2_g;
   const std::int64_t row =
       std::int64_t(blockIdx.x) * (blockDim.x >> log2_g) + (threadIdx.x >> log2_g);
@@ -691,6 +692,7 @@ constexpr int kEarlyThreads = 256;
 // between passes, no per-pack tests.
 template <class T, NormKind K, int S, int W, bool kAdd, bool kStats, int kAff, bool kFast = false>
 __global__ void __launch_bounds__(kAff ? kEarlyThreads : 1024) norm_rows_block(NormArgs a) {
+  parallel::cuda::chain_head();
   __shared__ float slots[2][32];
   extern __shared__ uint4 affine_stage[];  // kAff = 2: (2, S, blockDim.x) packs
   const std::int64_t row = blockIdx.x;
@@ -1340,6 +1342,9 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
   constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
   constexpr std::int64_t kItems = S * W;
   const std::int64_t n = a.x.n;
+  // Both kernels begin with chain_head: launched as programmatic dependents, their launch and
+  // block scheduling overlap the end of the kernel before them in the stream.
+  const bool chain = parallel::cuda::chain_launches();
   if (n <= 32 * kItems) {
     int log2_g = 0;
     while ((kItems << log2_g) < n) ++log2_g;
@@ -1377,8 +1382,8 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
           kernel = norm_rows_group<T, K, S, W, kAdd, kStats, 2, 1>;
           smem = std::size_t(2 * S) * std::size_t(threads) * 16;
         }
-      kernel<<<blocks, threads, smem, stream>>>(b, log2_g);
-      check_cuda(cudaGetLastError(), kWhere);
+      parallel::cuda::launch_dependent(kernel, dim3(blocks), dim3(unsigned(threads)), smem, stream,
+                                       chain, kWhere, b, log2_g);
     });
   } else {
     const int threads = int(ceil_div(ceil_div(n, kItems), 32) * 32);
@@ -1424,8 +1429,8 @@ void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
         }
     }
     for_row_batches<T>(a, kMaxGrid, [&](const NormArgs& b) {
-      kernel<<<unsigned(b.x.rows), threads, smem, stream>>>(b);
-      check_cuda(cudaGetLastError(), kWhere);
+      parallel::cuda::launch_dependent(kernel, dim3(unsigned(b.x.rows)), dim3(unsigned(threads)), smem,
+                                       stream, chain, kWhere, b);
     });
   }
 }

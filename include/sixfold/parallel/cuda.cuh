@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -52,6 +53,14 @@ __device__ __forceinline__ std::uint64_t l2_evict_last() {
   std::uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
   return p;
+}
+// The head of a kernel launched with launch_chained: lets the next kernel of the stream (when it
+// too is a programmatic dependent) be scheduled once every block of this grid has started, then
+// waits for the previous grid's completion and memory. Call it before the first global load or
+// store; nothing before it may read what an earlier kernel writes. No-ops in a plain launch.
+__device__ __forceinline__ void chain_head() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 __device__ __forceinline__ std::uint64_t l2_evict_first() {
   std::uint64_t p;
@@ -143,6 +152,14 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::siz
     kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
   }
   check_cuda(cudaGetLastError(), where);
+}
+
+// Whether kernels that begin with chain_head are launched as programmatic dependents
+// (launch_dependent with dependent = true): their launch and block scheduling then overlap the
+// end of the kernel before them. SIXFOLD_NO_CHAIN=1 (read on every call) launches them plainly.
+inline bool chain_launches() {
+  const char* e = std::getenv("SIXFOLD_NO_CHAIN");
+  return !(e && *e && *e != '0');
 }
 
 namespace detail {
