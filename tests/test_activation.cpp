@@ -9,9 +9,15 @@
 #include <string>
 #include <vector>
 
+#ifdef SIXFOLD_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "../src/reference/activation_reference.hpp"
+#include "../src/reference/norm_reference.hpp"
 #include "row_buffers.hpp"
 #include "sixfold/ops/activation.hpp"
+#include "sixfold/ops/norm.hpp"
 #include "sixfold/runtime/error.hpp"
 
 using namespace sixfold;
@@ -96,6 +102,80 @@ TEST(Activation, CpuMatchesReference) {
 TEST(Activation, CudaMatchesReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   for (const Case& c : cases()) run_case(c, Device::cuda(0));
+}
+
+// The CUDA row kernels are launched as programmatic dependents: each may be scheduled before the
+// work ahead of it in the stream has finished and must wait on the device before its first
+// access. A chain of copies and kernels, each stage reading what the one before wrote into
+// memory poisoned with NaN: a stage that read early would see NaN or the previous pass's
+// values. Run on a stream, then captured into a CUDA graph and replayed twice (the graph's edges
+// between copies, memsets and dependent kernels). Every stage is checked against the float64
+// formula applied to what the device wrote for the stage before it.
+TEST(Activation, CudaChainedAfterCopiesMatchReference) {
+#ifdef SIXFOLD_WITH_CUDA
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  const Device dev = Device::cuda(0);
+  const DType t = DType::bf16;
+  const std::int64_t rows = 257, n = 4096;  // one block a row (norm), several rows a block (gelu)
+  std::normal_distribution<double> nd(0.0, 1.5);
+  std::vector<double> x(static_cast<std::size_t>(rows * n)), w(static_cast<std::size_t>(n)),
+      bias(static_cast<std::size_t>(n));
+  for (auto& v : x) v = nd(engine());
+  for (auto& v : w) v = 1.0 + 0.2 * nd(engine());
+  for (auto& v : bias) v = 0.3 * nd(engine());
+  const auto xb = encode(t, x, rows, n, n), wb = encode(t, w, 1, n, n), bb = encode(t, bias, 1, n, n);
+  const auto xq = decode(t, xb, rows, n, n), wq = decode(t, wb, 1, n, n), bq = decode(t, bb, 1, n, n);
+  const std::vector<std::uint8_t> poison(xb.size(), 0xff);
+  DeviceBuffer src(dev, xb), bw(dev, wb), bbias(dev, bb), xd(dev, poison), h(dev, poison), z(dev, poison),
+      z2(dev, poison), y(dev, poison);
+  const auto view = [&](const DeviceBuffer& b) { return b.rows_view(t, rows, n, n); };
+  const TensorView tw = TensorView::contiguous(bw.storage.get(), t, {n}, dev);
+  const TensorView tbias = TensorView::contiguous(bbias.storage.get(), t, {n}, dev);
+  const auto bytes = xb.size();
+  // memset → copy → rms_norm → bias_gelu → copy → softmax
+  const auto chain = [&](cudaStream_t s) {
+    ASSERT_EQ(cudaMemsetAsync(h.storage.get(), 0xff, bytes, s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(xd.storage.get(), src.storage.get(), bytes, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+    rms_norm(view(xd), tw, view(h), {1e-6f}, Stream{s});
+    bias_gelu(view(h), tbias, view(z), {}, Stream{s});
+    ASSERT_EQ(cudaMemcpyAsync(z2.storage.get(), z.storage.get(), bytes, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+    softmax(view(z2), view(y), Stream{s});
+  };
+  const auto check = [&](const char* how) {
+    SCOPED_TRACE(how);
+    const auto hq = decode(t, h.host(), rows, n, n), zq = decode(t, z.host(), rows, n, n),
+               yq = decode(t, y.host(), rows, n, n);
+    const auto h_ref = reference::norm(NormKind::rms, xq, rows, n, wq, {}, 1e-6);
+    const auto y_ref = reference::norm(NormKind::softmax, zq, rows, n, {}, {}, 0.0);
+    for (std::size_t i = 0; i < hq.size(); ++i) {
+      const double z_ref = reference::activation(ActivationKind::gelu_erf, hq[i] + bq[i % std::size_t(n)], 0.0);
+      ASSERT_LE(std::fabs(hq[i] - h_ref[i]), 1e-2 * (std::fabs(h_ref[i]) + 1.0)) << "rms_norm, i " << i;
+      ASSERT_LE(std::fabs(zq[i] - z_ref), 1e-2 * (std::fabs(z_ref) + 1.0)) << "bias_gelu, i " << i;
+      ASSERT_LE(std::fabs(yq[i] - y_ref[i]), 1e-2 * std::fabs(y_ref[i]) + 1e-6) << "softmax, i " << i;
+    }
+  };
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  chain(s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  check("on a stream");
+  for (DeviceBuffer* b : {&xd, &z, &z2, &y})
+    ASSERT_EQ(cudaMemset(b->storage.get(), 0xff, bytes), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  chain(s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  check("captured in a graph, replayed twice");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+#else
+  GTEST_SKIP() << "a build without the CUDA backend";
+#endif
 }
 
 TEST(Activation, BadInputIsRejectedAndNothingWritten) {
