@@ -10,12 +10,15 @@
 //                evaluated in u directly with its scale folded in (GeluErfFolded)
 //   gelu (tanh): u/2 · (1 + tanh(t)) = u·sigmoid(2t),  t = √(2/π)·(u + 0.044715u³)
 //   silu_gate:   a·sigmoid(a)·b
+// bf16 / f16 outputs (AVX-512) take both GELU forms from GTable instead: u·G(u), G(−|u|) by 32
+// cubics looked up with vpermt2ps (~16 vector instructions per 16 elements against ~22).
 // (exp: vexp with the polynomial degree of the dtype; 1/q: vrcp, rows_cpu.hpp.) NaN propagates;
 // gelu(+inf) = +inf, gelu(−inf) = NaN (0·inf in both forms), silu(−inf) = NaN.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "activation_entries.hpp"
@@ -40,6 +43,80 @@ inline vf16 gelu_erf(vf16 u) {
   return u * vmax16(phi, vf16{});
 }
 
+#if defined(__AVX512F__)
+// 16-bit outputs: both GELU forms are u·G(u) with G(−a) = 1 − G(a) (Φ for erf; sigmoid(2t(u))
+// for tanh, t odd), so G(−a) on a = |u| ∈ [0, 8) suffices. It is held as 32 cubics, one per
+// quarter, in e ∈ [−1/2, 1/2] about the quarter's middle, fitted once (double, least squares on
+// 48 Chebyshev nodes weighted by 1/G: relative error, also deep in the tail), and looked up by
+// vpermt2ps with the quarter's index from a rounding by magic number. The last quarter
+// [7.75, 8) and beyond is 0 (G(−7.75) = 4.6e-15 for erf). About 16 vector instructions per 16
+// elements against the rational fit's 22. Every finite bf16 / f16 input with |u| < 12, against
+// the correctly rounded float64 value: f16 within 1 ulp everywhere (erf: 154 of 37888 off by one,
+// where the rational fit had 284 off by 2–10; tanh: 195 against 31), bf16 off by 2+ ulps only
+// below u = −5.8 (|y| < 5e-10) and 0 from −7.75 down (docs/perf/activation.md, session 20). f32
+// outputs keep the rational fit (|error| <= 4e-7).
+struct GTable {
+  alignas(64) float c[4][32];  // c[j][k]: coefficient of e^j on quarter k
+};
+template <ActivationKind K>
+const GTable& g_table() {
+  static const GTable table = [] {
+    GTable t{};
+    const auto g_neg = [](double a) {  // G(−a)
+      if constexpr (K == ActivationKind::gelu_erf) return 0.5 * std::erfc(a / std::sqrt(2.0));
+      const double u = -a, m = 2.0 * double(ActivationMath::kSqrt2OverPi) * (u + 0.044715 * u * u * u);
+      return 1.0 / (1.0 + std::exp(-m));
+    };
+    constexpr int kNodes = 48;
+    for (int k = 0; k < 31; ++k) {
+      double ata[4][5] = {};  // normal equations, weighted by 1/G²
+      for (int j = 0; j < kNodes; ++j) {
+        const double e = 0.5 * std::cos(M_PI * (j + 0.5) / kNodes);
+        const double f = g_neg((k + 0.5 + e) / 4.0), wgt = 1.0 / (f * f);
+        const double pw[4] = {1.0, e, e * e, e * e * e};
+        for (int r = 0; r < 4; ++r) {
+          for (int c = 0; c < 4; ++c) ata[r][c] += wgt * pw[r] * pw[c];
+          ata[r][4] += wgt * pw[r] * f;
+        }
+      }
+      for (int col = 0; col < 4; ++col)  // Gauss–Jordan (the matrix is positive definite)
+        for (int r = 0; r < 4; ++r) {
+          if (r == col) continue;
+          const double q = ata[r][col] / ata[col][col];
+          for (int c = col; c < 5; ++c) ata[r][c] -= q * ata[col][c];
+        }
+      for (int j = 0; j < 4; ++j) t.c[j][k] = float(ata[j][4] / ata[j][j]);
+    }
+    return t;  // quarter 31: zeros
+  }();
+  return table;
+}
+
+// u·G(u) from the table (see GTable). NaN propagates (the clamp keeps it, the cubic of a NaN is
+// NaN); u = +inf gives +inf (G = 1), u = −inf gives NaN (−inf·0), as the rational fit does.
+struct GLookup {
+  __m512 lo[4], hi[4];
+  explicit GLookup(const GTable& t) {
+    for (int j = 0; j < 4; ++j) lo[j] = _mm512_load_ps(t.c[j]), hi[j] = _mm512_load_ps(t.c[j] + 16);
+  }
+  vf16 operator()(vf16 u) const {
+    const __m512 uu = (__m512)u;
+    const __m512 a = _mm512_min_ps(_mm512_set1_ps(7.9375f), _mm512_abs_ps(uu));  // NaN stays NaN
+    const __m512 s = _mm512_fmadd_ps(a, _mm512_set1_ps(4.0f), _mm512_set1_ps(-0.5f));
+    const __m512 m = _mm512_add_ps(s, _mm512_set1_ps(12582912.0f));  // 1.5·2^23: rint(s) in the low bits
+    const __m512 e = _mm512_sub_ps(s, _mm512_sub_ps(m, _mm512_set1_ps(12582912.0f)));
+    const __m512i k = _mm512_castps_si512(m);
+    __m512 g = _mm512_permutex2var_ps(lo[3], k, hi[3]);
+    g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[2], k, hi[2]));
+    g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[1], k, hi[1]));
+    g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[0], k, hi[0]));
+    const __mmask16 pos = _mm512_cmp_ps_mask(uu, _mm512_setzero_ps(), _CMP_GT_OQ);
+    g = _mm512_mask_sub_ps(g, pos, _mm512_set1_ps(1.0f), g);  // G(u) = 1 − G(−u) for u > 0
+    return (vf16)_mm512_mul_ps(uu, g);
+  }
+};
+#endif
+
 // v·sigmoid(a) = v / (1 + exp(na)) given na = −a; sigmoid is exactly 0 for a < −80 (so −inf
 // gives −inf·0 = NaN, as the formula does), and exp(na) stays below e^80 so that its reciprocal
 // is normal.
@@ -59,9 +136,18 @@ inline vf16 gelu_tanh(vf16 u) {
 template <DType T>
 inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, -a); }
 
-// y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
+// Whether the GELU of dtype T takes GTable (16-bit outputs on AVX-512).
 template <DType T, ActivationKind K>
-inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t i, std::int64_t bi, int m) {
+#if defined(__AVX512F__)
+constexpr bool kTableGelu = T != DType::f32 && K != ActivationKind::silu_gate;
+#else
+constexpr bool kTableGelu = false;
+#endif
+
+// y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
+template <DType T, ActivationKind K, class Gelu16>
+inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t i, std::int64_t bi, int m,
+                  const Gelu16& gelu16) {
   if (m == 16) {
     prefetch_ahead(at<T>(x, i));
     if constexpr (K == ActivationKind::silu_gate) prefetch_ahead(at<T>(b, i));
@@ -71,7 +157,8 @@ inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t 
     return silu<T>(u) * ld<T>(b, i, m);
   } else {
     if (bias) u += ld<DType::f32>(bias, bi, m);
-    return K == ActivationKind::gelu_erf ? gelu_erf(u) : gelu_tanh<T>(u);
+    if constexpr (kTableGelu<T, K>) return gelu16(u);
+    else return K == ActivationKind::gelu_erf ? gelu_erf(u) : gelu_tanh<T>(u);
   }
 }
 
@@ -94,8 +181,23 @@ void activation_rows(const ActivationArgs& a) {
   // Otherwise rows one by one, which cost 20–35% more here at 1024-element rows.
   const bool flat = a.x.row_stride == n && a.out.row_stride == n && (!gate || a.b.row_stride == n);
   const bool parallel = rows * n >= (1 << 15);
+#if defined(__AVX512F__)
+  using Gelu16 = std::conditional_t<kTableGelu<T, K>, GLookup, int>;
+  const GTable* table = nullptr;
+  if constexpr (kTableGelu<T, K>) table = &g_table<K>();
+#else
+  using Gelu16 = int;
+#endif
 #pragma omp parallel if (parallel)
   {
+    const Gelu16 gelu16 = [&] {
+#if defined(__AVX512F__)
+      if constexpr (kTableGelu<T, K>) return GLookup(*table);
+      else return 0;
+#else
+      return 0;
+#endif
+    }();
     const int t = omp_get_thread_num(), nth = omp_get_num_threads();
     if (flat) {
       // Cut at multiples of 32 elements, so every thread's writes start on the same alignment.
@@ -106,7 +208,7 @@ void activation_rows(const ActivationArgs& a) {
         const void* b = gate ? at<T>(a.b.data, lo) : nullptr;
         write_row<T>(at<T>(a.out.data, lo), hi - lo, nt,
                      [=, col = bp ? lo % n : 0](std::int64_t i, int m) mutable {
-                       const vf16 v = apply<T, K>(x, b, bp, i, col, m);
+                       const vf16 v = apply<T, K>(x, b, bp, i, col, m, gelu16);
                        if (bp && (col += m) >= n) col %= n;
                        return v;
                      },
@@ -123,7 +225,7 @@ void activation_rows(const ActivationArgs& a) {
         const void* x = at<T>(a.x.data, r * a.x.row_stride);
         const void* b = gate ? at<T>(a.b.data, r * a.b.row_stride) : nullptr;
         write_row<T>(at<T>(a.out.data, r * a.out.row_stride), n, nt,
-                     [=](std::int64_t i, int m) { return apply<T, K>(x, b, bp, i, i, m); }, &next);
+                     [=](std::int64_t i, int m) { return apply<T, K>(x, b, bp, i, i, m, gelu16); }, &next);
       }
     }
     if (nt) stream_fence();
