@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kCombineThreads) attn_combine_splits(const Pro
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Launched as a programmatic dependent of the decode grid: wait for its partials (a no-op
   // when launched plainly).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  parallel::cuda::wait_dependencies();
   auto block_reduce = [&](float x, bool is_max) {
     for (int off = 16; off; off >>= 1) {
       const float y = __shfl_xor_sync(0xffffffffu, x, off);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "attention_common.cuh"
+#include "sixfold/parallel/cuda.cuh"
 
 namespace sixfold::detail::attn {
 
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(128) attn_decode_mma(const Problem p) {
   // Programmatic dependent launch: once every block of this grid has started, the split merge
   // (launched with the programmatic-serialization attribute) may be scheduled; it waits in
   // griddepcontrol.wait for this grid's completion and memory, so only its launch overlaps.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  parallel::cuda::launch_dependents();
   constexpr int kBN = Tr::kBN, kP = Tr::kPitch, kS = Tr::kStages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, kP)

@@ -919,7 +919,7 @@ norm_split_fold(NormArgs a, typename Stats<K>::State* states, int chunks, std::i
   const typename St::Monoid m;
   // The rewrite may be scheduled now: its blocks take the slots this grid's last wave leaves,
   // load their first x, and wait (griddepcontrol.wait) for this grid's states.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  parallel::cuda::launch_dependents();
   // With the add, x and the residual are read as evict-last and s stored so (s is read again
   // by the rewrite, as evict-first). H200, bf16, graph replay, % of copy: add_rms 32×1048576
   // 74.3 -> 74.8, 256×262144 75.9 -> 76.5; the same hints on RMSNorm's x here (without the
@@ -1003,7 +1003,7 @@ norm_split_rewrite(NormArgs a, const typename Stats<K>::State* states, int chunk
   // sweep of x is loaded before waiting for the fold's states (s, with the add, is its output).
   P first[S];
   if constexpr (!kAdd) load_sweep(Sweep(t * W, len, 0), first);
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  parallel::cuda::wait_dependencies();
   // Every warp of every block of the row computes the same bits.
   const Coef c = row_coef<K, kStats>(a, states, row, chunks, lane, j == 0 && t == 0);
   T* y = static_cast<T*>(a.out.data) + row * a.out.row_stride + lo;
@@ -1050,10 +1050,10 @@ template <NormKind K, bool kStats>
 __global__ void __launch_bounds__(kSplitBlock)
 norm_split_coef(NormArgs a, const typename Stats<K>::State* states, Coef* coefs, int chunks) {
   // The apply may be scheduled now: it loads x and the weight, then waits for this grid.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  parallel::cuda::launch_dependents();
   const std::int64_t row = std::int64_t(blockIdx.x) * kCoefRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  parallel::cuda::wait_dependencies();
   if (row >= a.x.rows) return;
   const Coef c = row_coef<K, kStats>(a, states, row, chunks, lane, lane == 0);
   if (lane == 0) coefs[row] = c;
@@ -1081,7 +1081,7 @@ norm_split_apply(NormArgs a, const Coef* coefs, int per_row) {
     if (!kAdd) r[s] = P::load(static_cast<const T*>(a.x.data) + row * a.x.row_stride + at(s));
     load_affine_packs<T, K, W>(w, b, at(s), wp[s], bp[s]);
   }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  parallel::cuda::wait_dependencies();
   if constexpr (kAdd) {
     const T* src = sum_row<T, kAdd>(a, row);
     const std::uint64_t first = l2_evict_first();  // s's last read (the fold stored it evict-last)

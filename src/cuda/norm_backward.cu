@@ -426,7 +426,7 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
   const std::int64_t r0 = blockIdx.x * rows_per_group;
   const std::int64_t r1 = std::min(a.x.rows, r0 + rows_per_group);
   // The dw/db reduction may be scheduled now (it waits for this grid's end on the device).
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  parallel::cuda::launch_dependents();
   float* const w_slots = reinterpret_cast<float*>(slot_words);
   float* const dw_slots = w_slots + S * W * p;
   float* const db_slots = dw_slots + S * W * p;
@@ -933,7 +933,7 @@ template <class G>
 __global__ void __launch_bounds__(32 * kMaxReduceSlices)
 bwd_grad_reduce(const float* part0, G* out0, const float* part1, G* out1, std::int64_t groups,
                 std::int64_t n, int slices) {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  parallel::cuda::wait_dependencies();
   __shared__ float slice_sums[kMaxReduceSlices][33];
   const float* part = blockIdx.y ? part1 : part0;
   G* out = blockIdx.y ? out1 : out0;

@@ -711,7 +711,7 @@ __global__ void __launch_bounds__(kSampleThreads) lr_sample(Args<T> a, u32 count
   trace_at(a.trace, kSampleStart);
   trace_block(a.trace, 3);
   // lr_filter (a programmatic dependent) may start loading; it waits for this grid's results.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  parallel::cuda::launch_dependents();
   const u64 gtid = u64(blockIdx.x) * kSampleThreads + t, gthreads = u64(gridDim.x) * kSampleThreads;
   // The head is zeroed here, not by a memset before the launch (one stream operation fewer per
   // call); the grid synchronizes before its first atomic on it.
@@ -1123,7 +1123,7 @@ __global__ void __launch_bounds__(kFilterThreads, kMinBlocks) lr_filter(Args<T> 
     const u64 v = b + u * 32 + lane;
     e[u] = v < nv ? (kStreamLoads ? __ldcs(xv + v) : __ldg(xv + v)) : make_uint4(0, 0, 0, 0);
   }
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // lr_sample's threshold and zeroed counts
+  parallel::cuda::wait_dependencies();  // lr_sample's threshold and zeroed counts
   trace_at(a.trace, kFilterWait);
   const u32 thr = __ldcg(&a.head->thr);
   __shared__ Digit s_digit;  // read only when flushing (kept out of the loop's registers)

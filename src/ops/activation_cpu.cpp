@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "activation_entries.hpp"
@@ -136,12 +135,21 @@ inline vf16 gelu_tanh(vf16 u) {
 template <DType T>
 inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, -a); }
 
-// Whether the GELU of dtype T takes GTable (16-bit outputs on AVX-512).
-template <DType T, ActivationKind K>
+// Whether the GELU of dtype T takes GTable (16-bit outputs on AVX-512), and what apply() is
+// handed for it: a GLookup, or an unused int.
 #if defined(__AVX512F__)
+template <DType T, ActivationKind K>
 constexpr bool kTableGelu = T != DType::f32 && K != ActivationKind::silu_gate;
+template <DType T, ActivationKind K>
+auto make_gelu16() {
+  if constexpr (kTableGelu<T, K>) return GLookup(g_table<K>());
+  else return 0;
+}
 #else
+template <DType T, ActivationKind K>
 constexpr bool kTableGelu = false;
+template <DType T, ActivationKind K>
+int make_gelu16() { return 0; }
 #endif
 
 // y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
@@ -181,23 +189,9 @@ void activation_rows(const ActivationArgs& a) {
   // Otherwise rows one by one, which cost 20–35% more here at 1024-element rows.
   const bool flat = a.x.row_stride == n && a.out.row_stride == n && (!gate || a.b.row_stride == n);
   const bool parallel = rows * n >= (1 << 15);
-#if defined(__AVX512F__)
-  using Gelu16 = std::conditional_t<kTableGelu<T, K>, GLookup, int>;
-  const GTable* table = nullptr;
-  if constexpr (kTableGelu<T, K>) table = &g_table<K>();
-#else
-  using Gelu16 = int;
-#endif
 #pragma omp parallel if (parallel)
   {
-    const Gelu16 gelu16 = [&] {
-#if defined(__AVX512F__)
-      if constexpr (kTableGelu<T, K>) return GLookup(*table);
-      else return 0;
-#else
-      return 0;
-#endif
-    }();
+    const auto gelu16 = make_gelu16<T, K>();  // the table is fitted once, by the first caller
     const int t = omp_get_thread_num(), nth = omp_get_num_threads();
     if (flat) {
       // Cut at multiples of 32 elements, so every thread's writes start on the same alignment.

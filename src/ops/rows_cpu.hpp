@@ -138,7 +138,6 @@ constexpr int kElemBytes = T == DType::f32 ? 4 : 2;
 // except on f32 denormals, which they flush to ±0; a chunk holding one takes the integer
 // rounding below instead. One instruction for 32 lanes in place of 11 (dev box, bf16 stores).
 inline __mmask16 denormal_lanes(vf16 v) { return _mm512_fpclass_ps_mask((__m512)v, 0x20); }
-inline bool any_denormal(vf16 v) { return denormal_lanes(v) != 0; }
 #endif
 #if defined(__AVX512F__)
 // The bf16 rounding of 16 lanes, left in the high half of each 32-bit lane. kNanLowZero: every
@@ -160,7 +159,7 @@ inline __m512i bf16_round_hi(vf16 v) {
 
 inline vh16 to_bf16_bits(vf16 v) {
 #if defined(__AVX512BF16__)
-  if (!any_denormal(v)) {
+  if (denormal_lanes(v) == 0) {
     const __m256i h = (__m256i)_mm512_cvtneps_pbh((__m512)v);
     vh16 out;
     std::memcpy(&out, &h, sizeof out);

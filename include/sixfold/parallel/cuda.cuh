@@ -54,13 +54,20 @@ __device__ __forceinline__ std::uint64_t l2_evict_last() {
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
-// The head of a kernel launched with launch_chained: lets the next kernel of the stream (when it
-// too is a programmatic dependent) be scheduled once every block of this grid has started, then
-// waits for the previous grid's completion and memory. Call it before the first global load or
-// store; nothing before it may read what an earlier kernel writes. No-ops in a plain launch.
-__device__ __forceinline__ void chain_head() {
+// Programmatic dependent launch (Hopper), both no-ops in a plain launch. launch_dependents: the
+// next kernel of the stream, when launched as a programmatic dependent (launch_dependent), may be
+// scheduled once every block of this grid has executed it or exited. wait_dependencies: waits
+// for the completion and memory of the grid this one depends on; nothing before it may read what
+// that grid writes.
+__device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void wait_dependencies() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// The head of a kernel launched with launch_dependent(..., chain_launches(), ...): both of the
+// above, before the kernel's first global load or store.
+__device__ __forceinline__ void chain_head() {
+  launch_dependents();
+  wait_dependencies();
 }
 __device__ __forceinline__ std::uint64_t l2_evict_first() {
   std::uint64_t p;
