@@ -23,7 +23,7 @@
 #   norm-all  every norm row of the new CLI (CUDA graph rows included), first three shapes
 #   norm-vars the rms / layer / softmax backward rows of the new CLI with SIXFOLD_NORM_BWD_KERNEL unset and
 #             set to each of VARS (default: regs regspf; an entry NAME=VALUE sets that variable
-#             instead), two rounds
+#             instead), two rounds; shapes NV_SHAPES (default the first three)
 #   ncu-fwd   Nsight Compute on the forward register kernels (NCU_OPS, NCU_SHAPES) of the new CLI
 #             and on torch.compile's (dev/norm/ncu_torch_fwd.py), same shapes
 #   ncu-norm  Nsight Compute on the LayerNorm backward (saved statistics, 16384x8192 bf16):
@@ -169,7 +169,7 @@ if want norm-vars; then  # SIXFOLD_NORM_BWD_KERNEL variants of the new CLI (VARS
       echo "== variants round $round: $v" >>"$out/norm_vars.log"
       ( if [[ $v == *=* ]]; then export "${v?}"; elif [[ $v != default ]]; then export SIXFOLD_NORM_BWD_KERNEL=$v; fi
         SIXFOLD_NORM_CASES=backward SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_OPS=rms_norm_backward,layer_norm_backward,softmax_backward \
-        SIXFOLD_NORM_SHAPES=16384x8192,4096x4096,65536x1024 timeout 150 "$cli_new" bench norm --backend cuda \
+        SIXFOLD_NORM_SHAPES=${NV_SHAPES:-16384x8192,4096x4096,65536x1024} timeout 150 "$cli_new" bench norm --backend cuda \
         --seconds 0.25 >>"$out/norm_vars.log" 2>&1 )
     done
   done
