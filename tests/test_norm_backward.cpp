@@ -522,7 +522,8 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
 // SIXFOLD_NORM_BWD_KERNEL; regspf, v7, is the default for 16-bit rows; SIXFOLD_NORM_BWD_REDUCE) : the cases above
 // plus rows enough for many rows per block (the dw/db slots and registers accumulate across
 // rows), with and without a weight; 700x8192 and 1500x2048 sum dw/db in the row kernel (v9),
-// 6000x1024 in bwd_grad_reduce.
+// 6000x1024 in bwd_grad_reduce; each reduction discards the partial rows' L2 lines once read
+// (rows of a multiple of 32) unless SIXFOLD_NORM_BWD_DISCARD=0.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   std::vector<BwdCase> cases;
@@ -538,6 +539,12 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
   for (const char* v : {"smem", "smem1", "regs", "regs0", "regspf"}) {
     SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_KERNEL=") + v);
     ScopedEnv env("SIXFOLD_NORM_BWD_KERNEL", v);
+    for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
+    check_determinism(Device::cuda(0));
+  }
+  {  // the partial rows' L2 lines kept instead of discarded once read (the narrower v9 tiles)
+    SCOPED_TRACE("SIXFOLD_NORM_BWD_DISCARD=0");
+    ScopedEnv keep("SIXFOLD_NORM_BWD_DISCARD", "0");
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
     check_determinism(Device::cuda(0));
   }

@@ -358,7 +358,7 @@ constexpr int kGridAcc = 32;
 
 template <class T>
 __device__ __forceinline__ void grid_reduce_grads(const NormBackwardArgs& a, const float* part_w,
-                                                  const float* part_b, int cw, float* red) {
+                                                  const float* part_b, int cw, bool discard, float* red) {
   const float* p0 = a.dweight ? part_w : part_b;
   void* o0 = a.dweight ? a.dweight : a.dbias;
   const float* p1 = a.dweight && a.dbias ? part_b : nullptr;
@@ -381,6 +381,13 @@ __device__ __forceinline__ void grid_reduce_grads(const NormBackwardArgs& a, con
     for (int w = 1; w < kGridAcc; w <<= 1)
 #pragma unroll
       for (int k = 0; k < kGridAcc; k += 2 * w) acc[k] += acc[k + w];
+    if (discard) {  // cw = 32: each warp load read one whole line, read by no other warp
+      __syncwarp();
+      if (c == 0)
+#pragma unroll
+        for (int k = 0; k < kGridAcc; ++k)
+          if (j + k * slices < groups) parallel::cuda::discard_l2_line(part + (j + k * slices) * n + i);
+    }
     red[j * (cw + 1) + c] = acc[0];
     for (int m = slices; m > 1;) {  // slices [h, m) onto [0, m − h): a fixed tree
       const int h = (m + 1) / 2;
@@ -409,7 +416,7 @@ template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = 
           bool Saved = false, bool Prefetch = false, bool GridReduce = false>
 __global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
-              int cluster, float inv_n, int reduce_cw) {
+              int cluster, float inv_n, int reduce_cw, bool discard) {
   static_assert(!Saved || kHasGrads<K>);
   static_assert(!GridReduce || (kHasGrads<K> && !SmemGrads));
   // Two of each scratch array, alternating by row: a row's array is written again only two rows
@@ -696,7 +703,7 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     if constexpr (GridReduce) {
       __shared__ float red[kRegsThreads + kRegsThreads / 8];
       cooperative_groups::this_grid().sync();  // every partial row written and visible
-      grid_reduce_grads<T>(a, part_w, part_b, reduce_cw, red);
+      grid_reduce_grads<T>(a, part_w, part_b, reduce_cw, discard, red);
     }
   }
 }
@@ -1091,6 +1098,22 @@ bool grid_reduce_from_env() {
   return !(e && std::strcmp(e, "kernel") == 0);
 }
 
+// Whether v9's reduction drops the partial rows' L2 lines once read (discard_l2_line), so that
+// they never reach DRAM: where its tiles are 32 columns (a warp load reads one whole 128-byte
+// line that no other block reads) of rows of a multiple of 32 floats, 128-byte aligned.
+// H100, graph replay, % of copy, discarded / kept: layer 4096x4096 (32-column tiles) 76.3–76.4
+// / 75.3–75.4. Not where it would take 32-column tiles only for it (rms 4096x4096: 78.5–78.8 /
+// 79.2–79.6), nor in bwd_grad_reduce (lane 0 discarding its warp's 66 lines at 65536x1024 is
+// on the critical path: rms 89.2 / 90.5–90.6, layer 87.9–88.0 / 88.9–89.0): the pool hands
+// the next call the same partial rows, so most of their dirty lines are overwritten in L2
+// before any write-back. SIXFOLD_NORM_BWD_DISCARD=0 (dev switch, read per call) keeps them.
+bool discard_partials(const float* part_w, const float* part_b, std::int64_t n) {
+  const char* e = std::getenv("SIXFOLD_NORM_BWD_DISCARD");
+  if (e && *e == '0') return false;
+  const auto aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 128 == 0; };
+  return n % 32 == 0 && aligned(part_w) && aligned(part_b);
+}
+
 // Columns per tile of grid_reduce_grads for `groups` blocks of `threads`: the fewest tiles that
 // still give every block one (8 floats = one 32-byte sector at least, 32 at most); 0 where
 // that leaves a block more than one tile or a thread more than kGridAcc loads.
@@ -1179,24 +1202,25 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     const std::int64_t per_group = ceil_div(rows, groups);
     groups = ceil_div(ceil_div(rows, per_group), cluster) * cluster;  // whole clusters
     const std::int64_t parts = groups / cluster;  // partial rows of dw (and db)
+    Workspace ws(grads ? std::size_t(parts * n * ngrads) * sizeof(float) : 0, stream, kWhere);
+    float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
+    float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? parts * n : 0) : nullptr;
     // v9: a cooperative launch (the grid barrier needs every block resident: groups ≤ the
     // fused kernel's own capacity, checked, as its registers may differ).
     int reduce_cw = 0;
     if (fused && grads && cluster == 1 && grid_reduce_from_env() &&
         groups <= std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(fused), threads, smem, device)) * sms)
       reduce_cw = grid_reduce_columns(n, ngrads, groups, threads);
+    const bool discard = reduce_cw == 32 && discard_partials(part_w, part_b, n);
     if (reduce_cw) {
       kernel = fused;
       attr[0].id = cudaLaunchAttributeCooperative;
       attr[0].val.cooperative = 1;
       cfg.numAttrs = 1;
     }
-    Workspace ws(grads ? std::size_t(parts * n * ngrads) * sizeof(float) : 0, stream, kWhere);
-    float* part_w = a.dweight && grads ? reinterpret_cast<float*>(ws.get()) : nullptr;
-    float* part_b = a.dbias && grads ? reinterpret_cast<float*>(ws.get()) + (a.dweight ? parts * n : 0) : nullptr;
     cfg.gridDim = dim3(unsigned(groups));
     check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, part_w, part_b, per_group, cluster, 1.0f / float(n),
-                                  reduce_cw),
+                                  reduce_cw, discard),
                kWhere);
     if (grads && !reduce_cw) reduce_grads<T>(a, part_w, part_b, parts, stream);
     return;

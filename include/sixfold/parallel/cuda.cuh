@@ -54,6 +54,12 @@ __device__ __forceinline__ std::uint64_t l2_evict_last() {
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
+// Drops the 128-byte L2 line at p (128-byte aligned) without writing it back; its contents
+// become undefined. For scratch read for the last time: a dirty line left in L2 is written to
+// DRAM when evicted, bandwidth the kernels after it pay for.
+__device__ __forceinline__ void discard_l2_line(const void* p) {
+  asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
+}
 // Programmatic dependent launch (Hopper), both no-ops in a plain launch. launch_dependents: the
 // next kernel of the stream, when launched as a programmatic dependent (launch_dependent), may be
 // scheduled once every block of this grid has executed it or exited. wait_dependencies: waits
