@@ -338,10 +338,11 @@ inline vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
   return m == 16 ? vload<T>(at<T>(row, i)) : vload_part<T>(at<T>(row, i), m, pad);
 }
 
-// Software prefetch `Ahead` bytes past p (a hint: never faults, past the row included).
-template <int Ahead = 4096>
+// Software prefetch `Ahead` bytes past p (a hint: never faults, past the row included), into
+// L1 (Level 3, prefetcht0) or L2 (Level 2, prefetcht1).
+template <int Ahead = 4096, int Level = 3>
 inline void prefetch_ahead(const void* p) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + Ahead), 0, 3);
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + Ahead), 0, Level);
 }
 
 // Elements to process before dst (element type T, aligned to the element size) reaches a
