@@ -378,6 +378,12 @@ std::vector<BwdCase> bwd_cases() {
         all.push_back({k, t, 261, 4096, true, false, 3, 2});                  // strided, dx = x
         all.push_back({k, t, 261, 4096, true, true, 0, 1, 1.0, false, 1});   // dx = dy, saved
       }
+      if (k == NormKind::layer && t == DType::bf16) {
+        // Row groups enough (256 on a 132-SM GPU) for v9's in-kernel dw/db sum in 32-column
+        // tiles, whose partial rows' L2 lines are then discarded: recomputed and saved statistics.
+        all.push_back({k, t, 512, 4096});
+        all.push_back({k, t, 512, 4096, true, false, 0, 0, 1.0, false, 1});
+      }
       if (k == NormKind::softmax || k == NormKind::log_softmax || t != DType::f16)
         all.push_back({k, t, 4, 1000, true, false, 0, 0, 1e4});  // huge inputs / logits
       if (k == NormKind::softmax || k == NormKind::log_softmax) {
@@ -522,8 +528,8 @@ TEST(NormBackward, CudaGradientsAreDeterministic) {
 // SIXFOLD_NORM_BWD_KERNEL; regspf, v7, is the default for 16-bit rows; SIXFOLD_NORM_BWD_REDUCE) : the cases above
 // plus rows enough for many rows per block (the dw/db slots and registers accumulate across
 // rows), with and without a weight; 700x8192 and 1500x2048 sum dw/db in the row kernel (v9),
-// 6000x1024 in bwd_grad_reduce; each reduction discards the partial rows' L2 lines once read
-// (rows of a multiple of 32) unless SIXFOLD_NORM_BWD_DISCARD=0.
+// 6000x1024 in bwd_grad_reduce; where v9's tiles are 32 columns (layer with weight and bias)
+// it discards the partial rows' L2 lines once read, unless SIXFOLD_NORM_BWD_DISCARD=0.
 TEST(NormBackward, CudaKernelVariantsMatchReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   std::vector<BwdCase> cases;
@@ -542,7 +548,7 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));
     check_determinism(Device::cuda(0));
   }
-  {  // the partial rows' L2 lines kept instead of discarded once read (the narrower v9 tiles)
+  {  // the partial rows' L2 lines kept instead of discarded once read
     SCOPED_TRACE("SIXFOLD_NORM_BWD_DISCARD=0");
     ScopedEnv keep("SIXFOLD_NORM_BWD_DISCARD", "0");
     for (const BwdCase& c : cases) run_bwd_case(c, Device::cuda(0));

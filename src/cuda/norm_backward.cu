@@ -1101,12 +1101,13 @@ bool grid_reduce_from_env() {
 // Whether v9's reduction drops the partial rows' L2 lines once read (discard_l2_line), so that
 // they never reach DRAM: where its tiles are 32 columns (a warp load reads one whole 128-byte
 // line that no other block reads) of rows of a multiple of 32 floats, 128-byte aligned.
-// H100, graph replay, % of copy, discarded / kept (two runs): layer 4096x4096 (32-column tiles)
-// 76.3–77.2 / 75.3–76.1. Not where it would take 32-column tiles only for it (rms 4096x4096: 78.5–78.8 /
-// 79.2–79.6), nor in bwd_grad_reduce (lane 0 discarding its warp's 66 lines at 65536x1024 is
-// on the critical path: rms 89.2 / 90.5–90.6, layer 87.9–88.0 / 88.9–89.0): the pool hands
-// the next call the same partial rows, so most of their dirty lines are overwritten in L2
-// before any write-back. SIXFOLD_NORM_BWD_DISCARD=0 (dev switch, read per call) keeps them.
+// H100, graph replay, % of copy, discarded / kept (two runs): layer 4096x4096 (32-column
+// tiles) 76.3–77.2 / 75.3–76.1. Not where it would take 32-column tiles only for it (rms
+// 4096x4096: 78.5–78.8 / 79.2–79.6), nor in bwd_grad_reduce (lane 0 discarding its warp's 66
+// lines at 65536x1024 is on the critical path: rms 89.2 / 90.5–90.6, layer 87.9–88.0 /
+// 88.9–89.0): the pool hands the next call the same partial rows, so most of their dirty lines
+// are overwritten in L2 before any write-back. SIXFOLD_NORM_BWD_DISCARD=0 (dev switch, read per
+// call) keeps them.
 bool discard_partials(const float* part_w, const float* part_b, std::int64_t n) {
   const char* e = std::getenv("SIXFOLD_NORM_BWD_DISCARD");
   if (e && *e == '0') return false;
