@@ -10,8 +10,10 @@
 //     Σg·(x − μ) (Σg·x for rms) about the saved μ, then pass C — no statistics of x.
 //   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy   (pass A, pass C)
 //
-// Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward). dx is
-// written with write_rows<T, R, true> for the forward's reason (norm_cpu.cpp).
+// Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward). Every pass
+// reads and writes in pair order (rows_cpu.hpp: bf16 as even / odd elements, the dw / db
+// partials and the f32 weight copy kept in that order); dx is written with
+// write_rows_pairs<T, R, true> for the forward's reason (norm_cpu.cpp).
 // dw/db are a Sum over rows, reduced deterministically: the rows are cut into a fixed number of
 // consecutive groups (a function of rows and n only, never of the thread count), each group
 // sums its rows in order into its own f32 partial, and the partials are added in group order
@@ -31,8 +33,11 @@ namespace {
 
 constexpr std::int64_t kBlock = 1024;
 
-// Σ f(i, m) over the row's 16-lane chunks (f returns the chunk's terms, zero in lanes ≥ m), in
-// f32 lanes per block of 1024 elements, blocks added in f64. K sums at once.
+// Σ over the row's chunks in pair order (rows_cpu.hpp, ld_chunk): f(i, m, acc) adds the terms
+// of the chunk at i (m == 32: a pair; m <= 16: in order, zero in lanes ≥ m) into acc[h][k] for
+// its vectors h < chunk_vectors(m); f32 lanes per block of 1024 elements, blocks added in f64.
+// K sums at once.
+constexpr int chunk_vectors(int m) { return m == 32 ? 2 : 1; }
 template <int K, class F>
 void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
   for (int k = 0; k < K; ++k) out[k] = 0;
@@ -40,11 +45,8 @@ void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
     const std::int64_t end = b + std::min(kBlock, n - b);
     vf16 acc[2][K] = {};
     std::int64_t i = b;
-    for (; i + 32 <= end; i += 32) {
-      f(i, 16, acc[0]);
-      f(i + 16, 16, acc[1]);
-    }
-    for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc[0]);
+    for (; i + 32 <= end; i += 32) f(i, 32, acc);
+    for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc);
     next->step(end - b);
     for (int k = 0; k < K; ++k) out[k] += double(hsum16(acc[0][k] + acc[1][k]));
   }
@@ -62,6 +64,13 @@ struct RowTerms {
   float mf = 0.f, rs = 0.f, k = 0.f, mean_g = 0.f;
 };
 
+// Software prefetch of the pair at i of a row read from memory (pass A), 4 KB ahead.
+template <DType T>
+inline void prefetch_pair(const void* row, std::int64_t i) {
+  prefetch_ahead(at<T>(row, i));
+  if constexpr (kElemBytes<T> == 4) prefetch_ahead(at<T>(row, i + 16));
+}
+
 // Pass A (and B): the row's terms, from the saved statistics or from x.
 template <DType T, DType Wt>
 RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {
@@ -75,41 +84,53 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w
     t.mf = layer ? a.mean[row.r] : 0.f;
     const float mf = t.mf;
     double s[2];
-    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
-      if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
-      vf16 xc = ld<T>(x, i, m);
-      if (layer) xc -= mf;
-      const vf16 g = ld<T>(dy, i, m) * ld<Wt>(w, i, m);
-      acc[0] += g;
-      acc[1] += g * xc;
+    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
+      if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
+      vf16 xv[2], dv[2], wv[2];
+      ld_chunk<T>(x, i, m, xv), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        vf16 xc = xv[h];
+        if (layer) xc -= mf;
+        const vf16 g = dv[h] * wv[h];
+        if (layer) acc[h][0] += g;
+        acc[h][1] += g * xc;
+      }
     }, next);
     t.mean_g = float(s[0] / double(n));
     t.k = float(s[1] / double(n)) * t.rs * t.rs;
   } else if (layer) {
     double s[2];  // Σx, Σg
-    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
-      if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
-      acc[0] += ld<T>(x, i, m);
-      acc[1] += ld<T>(dy, i, m) * ld<Wt>(w, i, m);
+    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
+      if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
+      vf16 xv[2], dv[2], wv[2];
+      ld_chunk<T>(x, i, m, xv), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += xv[h], acc[h][1] += dv[h] * wv[h];
     }, next);
     const float mf = float(s[0] / double(n));
     t.mf = mf;
     t.mean_g = float(s[1] / double(n));
     double c[2];  // Σ(x − μ)², Σg·(x − μ)
-    row_sums<2>(n, c, [=](std::int64_t i, int m, vf16* acc) {
-      const vf16 xc = ld<T>(x, i, m, mf) - mf;
-      acc[0] += xc * xc;
-      acc[1] += ld<T>(dy, i, m) * ld<Wt>(w, i, m) * xc;
+    row_sums<2>(n, c, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
+      vf16 xv[2], dv[2], wv[2];
+      ld_chunk<T>(x, i, m, xv, mf), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        const vf16 xc = xv[h] - mf;
+        acc[h][0] += xc * xc;
+        acc[h][1] += dv[h] * wv[h] * xc;
+      }
     }, next);
     t.rs = float(1.0 / std::sqrt(c[0] / double(n) + double(a.eps)));
     t.k = float(c[1] / double(n)) * t.rs * t.rs;  // mean(g·x̂)·r
   } else {
     double s[2];  // Σx², Σg·x
-    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16* acc) {
-      if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(dy, i));
-      const vf16 xv = ld<T>(x, i, m);
-      acc[0] += xv * xv;
-      acc[1] += ld<T>(dy, i, m) * ld<Wt>(w, i, m) * xv;
+    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
+      if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
+      vf16 xv[2], dv[2], wv[2];
+      ld_chunk<T>(x, i, m, xv), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        acc[h][0] += xv[h] * xv[h];
+        acc[h][1] += dv[h] * wv[h] * xv[h];
+      }
     }, next);
     t.rs = float(1.0 / std::sqrt(s[0] / double(n) + double(a.eps)));
     t.k = float(s[1] / double(n)) * t.rs * t.rs;
@@ -134,30 +155,29 @@ void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const void* w,
     dst[j] = rows[j].dx, xs[j] = rows[j].x, dys[j] = rows[j].dy;
     mf[j] = t[j].mf, rs[j] = t[j].rs, k[j] = t[j].k, mean_g[j] = t[j].mean_g;
   }
-  write_rows<T, R, true>(dst, n, nt, [=](std::int64_t i, int m, vf16* out) {
-    vf16 dwv{}, dbv{};
-    if constexpr (Dw) dwv = ld<DType::f32>(dw, i, m);
-    if constexpr (Db) dbv = ld<DType::f32>(db, i, m);
-    const vf16 wv = ld<Wt>(w, i, m);
+  // In pair order: the dw / db partials are kept in it (norm_backward_rows puts them back).
+  write_rows_pairs<T, R, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[R][2]) {
+    vf16 dwv[2] = {}, dbv[2] = {}, wv[2];
+    if constexpr (Dw) ld_chunk<DType::f32>(dw, i, m, dwv);
+    if constexpr (Db) ld_chunk<DType::f32>(db, i, m, dbv);
+    ld_chunk<Wt>(w, i, m, wv);
 #pragma GCC unroll 4
     for (int j = 0; j < R; ++j) {
-      vf16 xc = ld<T>(xs[j], i, m);
-      if constexpr (Layer) xc -= mf[j];
-      const vf16 d = ld<T>(dys[j], i, m);
-      if constexpr (Dw) dwv = dwv + d * (xc * rs[j]);
-      if constexpr (Db) dbv = dbv + d;
-      vf16 g = d * wv;
-      if constexpr (Layer) g -= mean_g[j];
-      out[j] = rs[j] * (g - xc * k[j]);
+      vf16 xv[2], dv[2];
+      ld_chunk<T>(xs[j], i, m, xv), ld_chunk<T>(dys[j], i, m, dv);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        vf16 xc = xv[h];
+        if constexpr (Layer) xc -= mf[j];
+        const vf16 d = dv[h];
+        if constexpr (Dw) dwv[h] = dwv[h] + d * (xc * rs[j]);
+        if constexpr (Db) dbv[h] = dbv[h] + d;
+        vf16 g = d * wv[h];
+        if constexpr (Layer) g -= mean_g[j];
+        out[j][h] = rs[j] * (g - xc * k[j]);
+      }
     }
-    if constexpr (Dw) {
-      if (m == 16) vstore<DType::f32>(dw + i, dwv);
-      else vstore_part<DType::f32>(dw + i, m, dwv);
-    }
-    if constexpr (Db) {
-      if (m == 16) vstore<DType::f32>(db + i, dbv);
-      else vstore_part<DType::f32>(db + i, m, dbv);
-    }
+    if constexpr (Dw) st_chunk(dw, i, m, dwv);
+    if constexpr (Db) st_chunk(db, i, m, dbv);
   }, next);
 }
 
@@ -190,21 +210,34 @@ void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, Ro
   const std::int64_t n = a.x.n;
   const void* y = row.x;
   const void* dy = row.dy;
+  void* const dst[1] = {row.dx};
   double s[1];
   if (a.kind == NormKind::softmax) {
-    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16* acc) {
-      if (m == 16) prefetch_ahead(at<T>(y, i)), prefetch_ahead(at<T>(dy, i));
-      acc[0] += ld<T>(dy, i, m) * ld<T>(y, i, m);
+    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][1]) {
+      if (m == 32) prefetch_pair<T>(y, i), prefetch_pair<T>(dy, i);
+      vf16 yv[2], dv[2];
+      ld_chunk<T>(y, i, m, yv), ld_chunk<T>(dy, i, m, dv);
+      for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += dv[h] * yv[h];
     }, next);
     const float sf = float(s[0]);
-    write_row<T, true>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(y, i, m) * (ld<T>(dy, i, m) - sf); }, next);
+    write_rows_pairs<T, 1, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+      vf16 yv[2], dv[2];
+      ld_chunk<T>(y, i, m, yv), ld_chunk<T>(dy, i, m, dv);
+      for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = yv[h] * (dv[h] - sf);
+    }, next);
   } else {
-    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16* acc) {
-      if (m == 16) prefetch_ahead(at<T>(y, i)), prefetch_ahead(at<T>(dy, i));
-      acc[0] += ld<T>(dy, i, m);
+    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][1]) {
+      if (m == 32) prefetch_pair<T>(y, i), prefetch_pair<T>(dy, i);
+      vf16 dv[2];
+      ld_chunk<T>(dy, i, m, dv);
+      for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += dv[h];
     }, next);
     const float sf = float(s[0]);
-    write_row<T, true>(row.dx, n, nt, [=](std::int64_t i, int m) { return ld<T>(dy, i, m) - vexp(ld<T>(y, i, m)) * sf; }, next);
+    write_rows_pairs<T, 1, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+      vf16 yv[2], dv[2];
+      ld_chunk<T>(y, i, m, yv), ld_chunk<T>(dy, i, m, dv);
+      for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = dv[h] - vexp(yv[h]) * sf;
+    }, next);
   }
 }
 
@@ -214,6 +247,7 @@ void norm_backward_rows(const NormBackwardArgs& a) {
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   std::vector<float> wf(norm && Wt == DType::f32 ? std::size_t(n) : 0, 1.0f);
   if (norm && a.weight && Wt == DType::f32) load_row(a.dtype, a.weight, wf.data(), n);
+  to_pair_order<T>(wf.data(), std::int64_t(wf.size()));  // as the passes read it (ld_chunk)
   const void* w = Wt == DType::f32 ? static_cast<const void*>(wf.data()) : a.weight;
   const bool grads = a.dweight || a.dbias;
   // Fixed row groups: at most 64, and at most 2^21 partial elements per gradient.
@@ -278,6 +312,7 @@ void norm_backward_rows(const NormBackwardArgs& a) {
         for (std::int64_t i = 0; i < m; ++i) s[i] += double(p[gi * n + c0 + i]);
       for (std::int64_t i = 0; i < m; ++i) out[std::size_t(c0 + i)] = float(s[i]);
     }
+    from_pair_order<T>(out.data(), n);  // the partials were kept in pair order (backward_write)
     store_row(a.grad_dtype, out.data(), dst, n);
   }
 }

@@ -338,6 +338,94 @@ inline vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
   return m == 16 ? vload<T>(at<T>(row, i)) : vload_part<T>(at<T>(row, i), m, pad);
 }
 
+// ---- Pair order: a row's 32-element chunks as two 16-lane vectors ---------------------------
+// Row kernels whose arithmetic is lane-wise may load each full 32-element chunk (from column 0)
+// in T's pair order and store it back the same way: for bf16 (AVX-512BW builds) the even
+// elements in one vector and the odd ones in the other (vload2_unordered: one load and two
+// instructions for 32 elements, none of them on the shuffle port, where the in-order widening
+// takes four, two of them shuffles), for other types in order. f32 data a kernel keeps per
+// column for itself (weights widened once, gradient partials) is kept in the same order
+// (to_pair_order / from_pair_order), so it pairs lane for lane with the row. The tail (n mod 32
+// elements) is in order, 16 lanes at a time.
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+inline constexpr bool kPairSplitBuilt = true;
+#else
+inline constexpr bool kPairSplitBuilt = false;
+#endif
+template <DType T>
+inline constexpr bool kPairSplit = T == DType::bf16 && kPairSplitBuilt;
+
+template <DType T>
+inline void vload_pair(const void* p, vf16& a, vf16& b) {
+  if constexpr (kPairSplit<T>) {
+    vload2_unordered<T>(p, a, b);
+  } else {
+    a = vload<T>(p);
+    b = vload<T>(static_cast<const char*>(p) + 16 * kElemBytes<T>);
+  }
+}
+
+// The pair order of T for an f32 row of n columns, in place (to) and back (from).
+template <DType T>
+inline void to_pair_order(float* row, std::int64_t n) {
+  if constexpr (kPairSplit<T>) {
+    for (std::int64_t c = 0; c + 32 <= n; c += 32) {
+      float t[32];
+      std::memcpy(t, row + c, sizeof t);
+      for (int k = 0; k < 16; ++k) row[c + k] = t[2 * k], row[c + 16 + k] = t[2 * k + 1];
+    }
+  }
+}
+template <DType T>
+inline void from_pair_order(float* row, std::int64_t n) {
+  if constexpr (kPairSplit<T>) {
+    for (std::int64_t c = 0; c + 32 <= n; c += 32) {
+      float t[32];
+      std::memcpy(t, row + c, sizeof t);
+      for (int k = 0; k < 16; ++k) row[c + 2 * k] = t[k], row[c + 2 * k + 1] = t[16 + k];
+    }
+  }
+}
+
+// The chunk of a row (element type T) at column i with m lanes into v: m == 32, the pair at i
+// (v[0], v[1]); m <= 16, in order into v[0], lanes past m `pad`.
+template <DType T>
+inline void ld_chunk(const void* row, std::int64_t i, int m, vf16 (&v)[2], float pad = 0.0f) {
+  if (m == 32) vload_pair<T>(at<T>(row, i), v[0], v[1]);
+  else v[0] = ld<T>(row, i, m, pad);
+}
+// An f32 chunk stored back as ld_chunk<DType::f32> loaded it.
+inline void st_chunk(float* row, std::int64_t i, int m, const vf16 (&v)[2]) {
+  if (m == 32) {
+    vstore<DType::f32>(row + i, v[0]);
+    vstore<DType::f32>(row + i + 16, v[1]);
+  } else if (m == 16) {
+    vstore<DType::f32>(row + i, v[0]);
+  } else {
+    vstore_part<DType::f32>(row + i, m, v[0]);
+  }
+}
+
+// 32 elements from two vectors in T's pair order at p, plain or non-temporal stores (nt: p
+// aligned to 64 bytes). kNanLowZero: see bf16_round_hi.
+template <DType T, bool kNanLowZero = false>
+inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if constexpr (kPairSplit<T>) {
+    // Word 2k from lane k of a, word 2k + 1 from lane k of b (their rounded high halves).
+    alignas(64) static constexpr std::uint16_t kInterleave[32] = {
+        1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
+        17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63};
+    const __m512i h = _mm512_permutex2var_epi16(bf16_round_hi<kNanLowZero>(a), _mm512_load_si512(kInterleave),
+                                                bf16_round_hi<kNanLowZero>(b));
+    if (nt) _mm512_stream_si512(static_cast<__m512i*>(p), h);
+    else _mm512_storeu_si512(p, h);
+    return;
+  }
+#endif
+  vstore2<T, kNanLowZero>(p, a, b, nt);
+}
+
 // Software prefetch `Ahead` bytes past p (a hint: never faults, past the row included), into
 // L1 (Level 3, prefetcht0) or L2 (Level 2, prefetcht1).
 template <int Ahead = 4096, int Level = 3>
@@ -463,6 +551,44 @@ template <DType T, bool kNanLowZero = false, class G>
 inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
   void* const one[1] = {dst};
   write_rows<T, 1, kNanLowZero>(one, n, nt, [&](std::int64_t i, int m, vf16* v) { v[0] = g(i, m); }, next);
+}
+
+// write_rows for kernels that work in pair order (ld_chunk): g(i, m, v) fills v[j][0..1] with
+// the chunk at column i of row j, m == 32 for the pairs (columns [0, n − n mod 32)), m <= 16
+// for the tail in order. Types without a pair split take write_rows (its head to the 64-byte
+// boundary included); for bf16 the pairs run from column 0, so non-temporal stores (nt) are
+// used for the rows that start on a 64-byte boundary and plain stores for the others.
+template <DType T, int R, bool kNanLowZero = false, class G>
+inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
+  if constexpr (!kPairSplit<T>) {
+    write_rows<T, R, kNanLowZero>(dst, n, nt, [&](std::int64_t i, int m, vf16* out) {
+      vf16 v[R][2];
+      g(i, m, v);
+      for (int j = 0; j < R; ++j) out[j] = v[j][0];
+    }, next);
+  } else {
+    bool nt_row[R];
+    for (int j = 0; j < R; ++j) nt_row[j] = nt && reinterpret_cast<std::uintptr_t>(dst[j]) % 64 == 0;
+    std::int64_t i = 0;
+    while (i + 32 <= n) {  // blocks of up to 1024 columns, then the prefetch steps
+      const std::int64_t start = i, stop = i + std::min<std::int64_t>(1024, (n - i) / 32 * 32);
+      for (; i < stop; i += 32) {
+        vf16 v[R][2];
+        g(i, 32, v);
+        for (int j = 0; j < R; ++j) vstore_pair<T, kNanLowZero>(at<T>(dst[j], i), v[j][0], v[j][1], nt_row[j]);
+      }
+      if (next) next->step((stop - start) * R);
+    }
+    for (; i < n; i += 16) {
+      const int m = int(std::min<std::int64_t>(16, n - i));
+      vf16 v[R][2];
+      g(i, m, v);
+      for (int j = 0; j < R; ++j) {
+        if (m == 16) vstore<T>(at<T>(dst[j], i), v[j][0]);
+        else vstore_part<T>(at<T>(dst[j], i), m, v[j][0]);
+      }
+    }
+  }
 }
 
 // 1/q on 16 lanes for finite q whose reciprocal is a normal number: vrcp14ps and one
