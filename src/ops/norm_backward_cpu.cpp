@@ -73,7 +73,7 @@ inline void prefetch_pair(const void* row, std::int64_t i) {
 
 // Pass A (and B): the row's terms, from the saved statistics or from x.
 template <DType T, DType Wt>
-RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {
+[[gnu::flatten]] RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {
   const std::int64_t n = a.x.n;
   const void* x = row.x;
   const void* dy = row.dy;
@@ -143,7 +143,7 @@ RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w
 // per chunk for all R rows. Each element's updates come in row order, so any R gives the bits of
 // row by row (R = 1).
 template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db>
-void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const void* w, float* dw, float* db,
+[[gnu::flatten]] void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const void* w, float* dw, float* db,
                     std::int64_t n, bool nt, RowStream* next) {
   // Copies the lambda holds by value (no reloads after each store to dw / db, which the
   // compiler could not tell apart from them).
@@ -206,7 +206,7 @@ void norm_backward_pass(const NormBackwardArgs& a, const Row (&rows)[R], const v
 }
 
 template <DType T>
-void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, RowStream* next) {
+[[gnu::flatten]] void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, RowStream* next) {
   const std::int64_t n = a.x.n;
   const void* y = row.x;
   const void* dy = row.dy;
