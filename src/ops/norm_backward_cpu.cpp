@@ -64,13 +64,6 @@ struct RowTerms {
   float mf = 0.f, rs = 0.f, k = 0.f, mean_g = 0.f;
 };
 
-// Software prefetch of the pair at i of a row read from memory (pass A), 4 KB ahead.
-template <DType T>
-inline void prefetch_pair(const void* row, std::int64_t i) {
-  prefetch_ahead(at<T>(row, i));
-  if constexpr (kElemBytes<T> == 4) prefetch_ahead(at<T>(row, i + 16));
-}
-
 // Pass A (and B): the row's terms, from the saved statistics or from x.
 template <DType T, DType Wt>
 [[gnu::flatten]] RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {

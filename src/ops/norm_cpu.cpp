@@ -127,15 +127,16 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
   return hmax16(vmax16(m0, m1));
 }
 
-// s = x + residual rounded to T: written to sum_out and to buf (f32).
+// s = x + residual rounded to T: written to sum_out and to buf (f32, in pair order: rows_cpu.hpp).
 template <DType T>
-void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt, RowStream* next) {
-  write_row<T, true>(sum_out, n, nt, [=](std::int64_t i, int m) {
-    if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(r, i));
-    const vf16 s = vround<T>(ld<T>(x, i, m) + ld<T>(r, i, m));
-    if (m == 16) vstore<DType::f32>(buf + i, s);
-    else vstore_part<DType::f32>(buf + i, m, s);
-    return s;
+[[gnu::flatten]] void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt, RowStream* next) {
+  void* const dst[1] = {sum_out};
+  write_rows_pairs<T, 1, true, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+    if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(r, i);
+    vf16 xv[2], rv[2];
+    ld_chunk<T>(x, i, m, xv), ld_chunk<T>(r, i, m, rv);
+    for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = vround_pair<T>(xv[h] + rv[h]);
+    st_chunk(buf, i, m, out[0]);
   }, next);
 }
 
@@ -154,16 +155,22 @@ struct Ctx {
 };
 
 // rms / layer norm of one row whose values are at src (element type S: the input row, or the
-// f32 buffer of s = x + residual).
+// f32 buffer of s = x + residual), in T's pair order (rows_cpu.hpp: the f32 weights, bias and
+// buffer are kept in it).
 template <DType T, DType S, DType W, bool FromMemory>
-void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next,
+[[gnu::flatten]] void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next,
               std::int64_t row) {
   const void* w = c.w;
   if (kind == NormKind::rms) {
     const double ss = row_sum<S, FromMemory>(src, n, 0.0f, [](vf16 v) { return v * v; }, next);
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
     c.save(row, 0.f, rs);
-    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m) { return ld<S>(src, i, m) * rs * ld<W>(w, i, m); }, next);
+    void* const out1[1] = {dst};
+    write_rows_pairs<T, 1, true>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+      vf16 xv[2], wv[2];
+      ld_chunk<S>(src, i, m, xv), ld_chunk<W>(w, i, m, wv);
+      for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = xv[h] * rs * wv[h];
+    }, next);
   } else {
     // One pass from memory: Σ(x − K) and Σ(x − K)² about K = the mean of the first (up to) 64
     // elements, var = Σ(x − K)²/n − (μ − K)². Exact enough when (μ − K)² <= var (the shift then
@@ -181,8 +188,11 @@ void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int6
     const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
     c.save(row, mf, rs);
     const void* b = c.b;
-    write_row<T, true>(dst, n, c.nt, [=](std::int64_t i, int m) {
-      return (ld<S>(src, i, m) - mf) * rs * ld<W>(w, i, m) + ld<W>(b, i, m);
+    void* const out1[1] = {dst};
+    write_rows_pairs<T, 1, true>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+      vf16 xv[2], wv[2], bv[2];
+      ld_chunk<S>(src, i, m, xv), ld_chunk<W>(w, i, m, wv), ld_chunk<W>(b, i, m, bv);
+      for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = (xv[h] - mf) * rs * wv[h] + bv[h];
     }, next);
   }
 }
@@ -389,6 +399,9 @@ void norm_rows(const NormArgs& a) {
       b.assign(std::size_t(n), 0.0f);
       if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
     }
+    // As norm_row reads them (no-ops for the split path's rows, which take T's weights).
+    to_pair_order<T>(w.data(), n);
+    if (!b.empty()) to_pair_order<T>(b.data(), n);
   }
   norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt, a.mean, a.rstd});
 }

@@ -407,8 +407,9 @@ inline void st_chunk(float* row, std::int64_t i, int m, const vf16 (&v)[2]) {
 }
 
 // 32 elements from two vectors in T's pair order at p, plain or non-temporal stores (nt: p
-// aligned to 64 bytes). kNanLowZero: see bf16_round_hi.
-template <DType T, bool kNanLowZero = false>
+// aligned to 64 bytes). kNanLowZero: see bf16_round_hi. kExact: every lane already holds a
+// value of T (vround_pair), stored without rounding.
+template <DType T, bool kNanLowZero = false, bool kExact = false>
 inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   if constexpr (kPairSplit<T>) {
@@ -416,8 +417,11 @@ inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
     alignas(64) static constexpr std::uint16_t kInterleave[32] = {
         1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
         17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63};
-    const __m512i h = _mm512_permutex2var_epi16(bf16_round_hi<kNanLowZero>(a), _mm512_load_si512(kInterleave),
-                                                bf16_round_hi<kNanLowZero>(b));
+    const auto hi = [](vf16 v) {
+      if constexpr (kExact) return _mm512_castps_si512((__m512)v);
+      else return bf16_round_hi<kNanLowZero>(v);
+    };
+    const __m512i h = _mm512_permutex2var_epi16(hi(a), _mm512_load_si512(kInterleave), hi(b));
     if (nt) _mm512_stream_si512(static_cast<__m512i*>(p), h);
     else _mm512_storeu_si512(p, h);
     return;
@@ -426,11 +430,19 @@ inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
   vstore2<T, kNanLowZero>(p, a, b, nt);
 }
 
+
 // Software prefetch `Ahead` bytes past p (a hint: never faults, past the row included), into
 // L1 (Level 3, prefetcht0) or L2 (Level 2, prefetcht1).
 template <int Ahead = 4096, int Level = 3>
 inline void prefetch_ahead(const void* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + Ahead), 0, Level);
+}
+
+// Software prefetch of the pair at i of a row read from memory, 4 KB ahead.
+template <DType T>
+inline void prefetch_pair(const void* row, std::int64_t i) {
+  prefetch_ahead(at<T>(row, i));
+  if constexpr (kElemBytes<T> == 4) prefetch_ahead(at<T>(row, i + 16));
 }
 
 // Elements to process before dst (element type T, aligned to the element size) reaches a
@@ -454,6 +466,17 @@ inline vf16 vround(vf16 v) {
     vstore<T>(h, v);
     return vload<T>(h);
   }
+}
+
+// vround<T> for values whose NaNs have zero low halves (kNanLowZero), lane by lane in any order:
+// for bf16 the integer rounding with the low half cleared (4 instructions).
+template <DType T>
+inline vf16 vround_pair(vf16 v) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if constexpr (kPairSplit<T>)
+    return (vf16)_mm512_castsi512_ps(_mm512_and_si512(bf16_round_hi<true>(v), _mm512_set1_epi32(int(0xffff0000u))));
+#endif
+  return vround<T>(v);
 }
 
 // Whether a call writing `bytes` of output streams it past the caches (non-temporal stores):
@@ -558,7 +581,7 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
 // for the tail in order. Types without a pair split take write_rows (its head to the 64-byte
 // boundary included); for bf16 the pairs run from column 0, so non-temporal stores (nt) are
 // used for the rows that start on a 64-byte boundary and plain stores for the others.
-template <DType T, int R, bool kNanLowZero = false, class G>
+template <DType T, int R, bool kNanLowZero = false, bool kExact = false, class G>
 inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
   if constexpr (!kPairSplit<T>) {
     write_rows<T, R, kNanLowZero>(dst, n, nt, [&](std::int64_t i, int m, vf16* out) {
@@ -575,7 +598,8 @@ inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&&
       for (; i < stop; i += 32) {
         vf16 v[R][2];
         g(i, 32, v);
-        for (int j = 0; j < R; ++j) vstore_pair<T, kNanLowZero>(at<T>(dst[j], i), v[j][0], v[j][1], nt_row[j]);
+        for (int j = 0; j < R; ++j)
+          vstore_pair<T, kNanLowZero, kExact>(at<T>(dst[j], i), v[j][0], v[j][1], nt_row[j]);
       }
       if (next) next->step((stop - start) * R);
     }
