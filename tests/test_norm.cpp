@@ -140,6 +140,14 @@ std::vector<Case> cases() {
       all.push_back({k, t, 9, 777, false, 3, 5});          // strided rows, no weight/bias
       all.push_back({k, t, 6, 4096, true, 8, 0, true});    // in place, padded rows
       if (k != NormKind::rms && k != NormKind::layer) continue;
+      // Outputs of ≥ 8 MB (the CPU's non-temporal stores; for bf16 its pair order where every
+      // output row starts on a 64-byte boundary, in order where one does not: odd lengths,
+      // strided rows), with and without saved statistics.
+      if (t == DType::bf16 && !std::getenv("SIXFOLD_TEST_SMALL")) {
+        all.push_back({k, t, 2048, 2048});
+        all.push_back({k, t, 2053, 2047, true, 0, 0, false, 1.0, false, 1});
+        all.push_back({k, t, 1025, 4096, true, 3, 5});
+      }
       // Full rows of the block kernel (LayerNorm: weight and bias staged in shared memory)
       // without weight and bias, and (LayerNorm) with the weight only.
       all.push_back({k, t, 5, 2048, false});

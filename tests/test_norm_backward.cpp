@@ -162,6 +162,13 @@ std::vector<AddCase> add_cases() {
                              {33, 1000}, {17, 1024}, {3, 40000}})
         all.push_back({k, t, rows, n, true, 0, 0, 1.0, true});
       all.push_back({k, t, 2, 50000, true, 3, 1, 1.0, true});  // long rows, in place, strided
+      // Outputs of ≥ 8 MB: the CPU's non-temporal stores, bf16 in pair order (aligned rows) or
+      // in order (odd lengths, strided rows: some row starts off a 64-byte boundary).
+      if (t == DType::bf16 && !std::getenv("SIXFOLD_TEST_SMALL")) {
+        all.push_back({k, t, 2048, 2048, true, 0, 0, 1.0, true});
+        all.push_back({k, t, 2053, 2047});
+        all.push_back({k, t, 1025, 4096, true, 5, 1});
+      }
     }
   return all;
 }
@@ -377,6 +384,15 @@ std::vector<BwdCase> bwd_cases() {
       if (k == NormKind::layer) {  // row groups of 5: the CPU's batches of 4 rows, then one
         all.push_back({k, t, 261, 4096, true, false, 3, 2});                  // strided, dx = x
         all.push_back({k, t, 261, 4096, true, true, 0, 1, 1.0, false, 1});   // dx = dy, saved
+      }
+      if (t == DType::bf16 && !std::getenv("SIXFOLD_TEST_SMALL")) {
+        // dx of ≥ 8 MB: the CPU's non-temporal stores, in pair order (rows on 64-byte
+        // boundaries) or in order (odd lengths, strided rows); the dw / db partials in each.
+        all.push_back({k, t, 2048, 2048});
+        all.push_back({k, t, 2053, 2047, true, true});
+        all.push_back({k, t, 1025, 4096, true, false, 3});
+        if (k == NormKind::rms || k == NormKind::layer)  // dx = dy, saved statistics
+          all.push_back({k, t, 2048, 2048, true, false, 0, 1, 1.0, false, 1});
       }
       if (k == NormKind::layer && t == DType::bf16) {
         // Row groups enough (256 on a 132-SM GPU) for v9's in-kernel dw/db sum in 32-column

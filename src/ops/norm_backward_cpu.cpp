@@ -65,7 +65,7 @@ struct RowTerms {
 };
 
 // Pass A (and B): the row's terms, from the saved statistics or from x.
-template <DType T, DType Wt>
+template <DType T, DType Wt, bool Split>
 [[gnu::flatten]] RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {
   const std::int64_t n = a.x.n;
   const void* x = row.x;
@@ -80,7 +80,7 @@ template <DType T, DType Wt>
     row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
       if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
       vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T>(x, i, m, xv), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
       for (int h = 0; h < chunk_vectors(m); ++h) {
         vf16 xc = xv[h];
         if (layer) xc -= mf;
@@ -96,7 +96,7 @@ template <DType T, DType Wt>
     row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
       if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
       vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T>(x, i, m, xv), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
       for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += xv[h], acc[h][1] += dv[h] * wv[h];
     }, next);
     const float mf = float(s[0] / double(n));
@@ -105,7 +105,7 @@ template <DType T, DType Wt>
     double c[2];  // Σ(x − μ)², Σg·(x − μ)
     row_sums<2>(n, c, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
       vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T>(x, i, m, xv, mf), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      ld_chunk<T, Split>(x, i, m, xv, mf), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
       for (int h = 0; h < chunk_vectors(m); ++h) {
         const vf16 xc = xv[h] - mf;
         acc[h][0] += xc * xc;
@@ -119,7 +119,7 @@ template <DType T, DType Wt>
     row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
       if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
       vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T>(x, i, m, xv), ld_chunk<T>(dy, i, m, dv), ld_chunk<Wt>(w, i, m, wv);
+      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
       for (int h = 0; h < chunk_vectors(m); ++h) {
         acc[h][0] += xv[h] * xv[h];
         acc[h][1] += dv[h] * wv[h] * xv[h];
@@ -135,7 +135,7 @@ template <DType T, DType Wt>
 // dw += dy·(x − mf)·rs, db += dy, with the group's dw / db partials and w loaded and stored once
 // per chunk for all R rows. Each element's updates come in row order, so any R gives the bits of
 // row by row (R = 1).
-template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db>
+template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db, bool Split>
 [[gnu::flatten]] void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const void* w, float* dw, float* db,
                     std::int64_t n, bool nt, RowStream* next) {
   // Copies the lambda holds by value (no reloads after each store to dw / db, which the
@@ -149,15 +149,15 @@ template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db>
     mf[j] = t[j].mf, rs[j] = t[j].rs, k[j] = t[j].k, mean_g[j] = t[j].mean_g;
   }
   // In pair order: the dw / db partials are kept in it (norm_backward_rows puts them back).
-  write_rows_pairs<T, R, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[R][2]) {
+  write_rows_pairs<T, R, true, false, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[R][2]) {
     vf16 dwv[2] = {}, dbv[2] = {}, wv[2];
     if constexpr (Dw) ld_chunk<DType::f32>(dw, i, m, dwv);
     if constexpr (Db) ld_chunk<DType::f32>(db, i, m, dbv);
-    ld_chunk<Wt>(w, i, m, wv);
+    ld_chunk<Wt, Split>(w, i, m, wv);
 #pragma GCC unroll 4
     for (int j = 0; j < R; ++j) {
       vf16 xv[2], dv[2];
-      ld_chunk<T>(xs[j], i, m, xv), ld_chunk<T>(dys[j], i, m, dv);
+      ld_chunk<T, Split>(xs[j], i, m, xv), ld_chunk<T, Split>(dys[j], i, m, dv);
       for (int h = 0; h < chunk_vectors(m); ++h) {
         vf16 xc = xv[h];
         if constexpr (Layer) xc -= mf[j];
@@ -177,28 +177,28 @@ template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db>
 // R rows of one row group (R = 1: row by row; kBatch: LayerNorm batches, see
 // norm_backward_rows): pass A of each, then one pass C.
 constexpr int kBatch = 4;
-template <DType T, DType Wt, int R>
+template <DType T, DType Wt, int R, bool Split>
 void norm_backward_pass(const NormBackwardArgs& a, const Row (&rows)[R], const void* w, float* dw, float* db,
                         bool nt, RowStream* next) {
   const std::int64_t n = a.x.n;
   RowTerms t[R];
-  for (int j = 0; j < R; ++j) t[j] = backward_terms<T, Wt>(a, rows[j], w, next);
+  for (int j = 0; j < R; ++j) t[j] = backward_terms<T, Wt, Split>(a, rows[j], w, next);
   const int grads = (dw ? 1 : 0) | (db ? 2 : 0);
   if (a.kind == NormKind::layer) {
     switch (grads) {
-      case 0: return backward_write<T, Wt, R, true, false, false>(rows, t, w, dw, db, n, nt, next);
-      case 1: return backward_write<T, Wt, R, true, true, false>(rows, t, w, dw, db, n, nt, next);
-      case 2: return backward_write<T, Wt, R, true, false, true>(rows, t, w, dw, db, n, nt, next);
-      default: return backward_write<T, Wt, R, true, true, true>(rows, t, w, dw, db, n, nt, next);
+      case 0: return backward_write<T, Wt, R, true, false, false, Split>(rows, t, w, dw, db, n, nt, next);
+      case 1: return backward_write<T, Wt, R, true, true, false, Split>(rows, t, w, dw, db, n, nt, next);
+      case 2: return backward_write<T, Wt, R, true, false, true, Split>(rows, t, w, dw, db, n, nt, next);
+      default: return backward_write<T, Wt, R, true, true, true, Split>(rows, t, w, dw, db, n, nt, next);
     }
   }
   if constexpr (R == 1) {  // rms: row by row only
-    if (dw) return backward_write<T, Wt, 1, false, true, false>(rows, t, w, dw, db, n, nt, next);
-    backward_write<T, Wt, 1, false, false, false>(rows, t, w, dw, db, n, nt, next);
+    if (dw) return backward_write<T, Wt, 1, false, true, false, Split>(rows, t, w, dw, db, n, nt, next);
+    backward_write<T, Wt, 1, false, false, false, Split>(rows, t, w, dw, db, n, nt, next);
   }
 }
 
-template <DType T>
+template <DType T, bool Split>
 [[gnu::flatten]] void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, RowStream* next) {
   const std::int64_t n = a.x.n;
   const void* y = row.x;
@@ -209,38 +209,39 @@ template <DType T>
     row_sums<1>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][1]) {
       if (m == 32) prefetch_pair<T>(y, i), prefetch_pair<T>(dy, i);
       vf16 yv[2], dv[2];
-      ld_chunk<T>(y, i, m, yv), ld_chunk<T>(dy, i, m, dv);
+      ld_chunk<T, Split>(y, i, m, yv), ld_chunk<T, Split>(dy, i, m, dv);
       for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += dv[h] * yv[h];
     }, next);
     const float sf = float(s[0]);
-    write_rows_pairs<T, 1, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+    write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
       vf16 yv[2], dv[2];
-      ld_chunk<T>(y, i, m, yv), ld_chunk<T>(dy, i, m, dv);
+      ld_chunk<T, Split>(y, i, m, yv), ld_chunk<T, Split>(dy, i, m, dv);
       for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = yv[h] * (dv[h] - sf);
     }, next);
   } else {
     row_sums<1>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][1]) {
       if (m == 32) prefetch_pair<T>(y, i), prefetch_pair<T>(dy, i);
       vf16 dv[2];
-      ld_chunk<T>(dy, i, m, dv);
+      ld_chunk<T, Split>(dy, i, m, dv);
       for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += dv[h];
     }, next);
     const float sf = float(s[0]);
-    write_rows_pairs<T, 1, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+    write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
       vf16 yv[2], dv[2];
-      ld_chunk<T>(y, i, m, yv), ld_chunk<T>(dy, i, m, dv);
+      ld_chunk<T, Split>(y, i, m, yv), ld_chunk<T, Split>(dy, i, m, dv);
       for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = dv[h] - vexp(yv[h]) * sf;
     }, next);
   }
 }
 
-template <DType T, DType Wt>
+// Split: pair order (rows_cpu.hpp), chosen by norm_backward_cpu.
+template <DType T, DType Wt, bool Split>
 void norm_backward_rows(const NormBackwardArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   std::vector<float> wf(norm && Wt == DType::f32 ? std::size_t(n) : 0, 1.0f);
   if (norm && a.weight && Wt == DType::f32) load_row(a.dtype, a.weight, wf.data(), n);
-  to_pair_order<T>(wf.data(), std::int64_t(wf.size()));  // as the passes read it (ld_chunk)
+  to_pair_order<T, Split>(wf.data(), std::int64_t(wf.size()));  // as the passes read it (ld_chunk)
   const void* w = Wt == DType::f32 ? static_cast<const void*>(wf.data()) : a.weight;
   const bool grads = a.dweight || a.dbias;
   // Fixed row groups: at most 64, and at most 2^21 partial elements per gradient.
@@ -281,12 +282,12 @@ void norm_backward_rows(const NormBackwardArgs& a) {
       if (batch)
         for (; r + kBatch <= end; r += kBatch) {
           const Row batch_rows[kBatch] = {row_at(r), row_at(r + 1), row_at(r + 2), row_at(r + 3)};
-          norm_backward_pass<T, Wt, kBatch>(a, batch_rows, w, dw, db, nt, &next);
+          norm_backward_pass<T, Wt, kBatch, Split>(a, batch_rows, w, dw, db, nt, &next);
         }
       for (; r < end; ++r) {
         const Row one[1] = {row_at(r)};
-        if (norm) norm_backward_pass<T, Wt, 1>(a, one, w, dw, db, nt, &next);
-        else softmax_backward_row<T>(a, one[0], nt, &next);
+        if (norm) norm_backward_pass<T, Wt, 1, Split>(a, one, w, dw, db, nt, &next);
+        else softmax_backward_row<T, Split>(a, one[0], nt, &next);
       }
     }
     if (nt) stream_fence();
@@ -305,7 +306,7 @@ void norm_backward_rows(const NormBackwardArgs& a) {
         for (std::int64_t i = 0; i < m; ++i) s[i] += double(p[gi * n + c0 + i]);
       for (std::int64_t i = 0; i < m; ++i) out[std::size_t(c0 + i)] = float(s[i]);
     }
-    from_pair_order<T>(out.data(), n);  // the partials were kept in pair order (backward_write)
+    from_pair_order<T, Split>(out.data(), n);  // the partials were kept in pair order (backward_write)
     store_row(a.grad_dtype, out.data(), dst, n);
   }
 }
@@ -315,9 +316,18 @@ void norm_backward_rows(const NormBackwardArgs& a) {
 void norm_backward_cpu(const NormBackwardArgs& a) {
   with_float_dtype(a.dtype, [&]<DType T>() {
     const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
+    // Pair order unless dx streams (as norm_backward_rows decides) and a row of it starts off a
+    // 64-byte boundary (see norm_rows in norm_cpu.cpp).
+    const bool split = !stream_output(a.x.rows * a.x.n * kElemBytes<T>) ||
+                       rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
+    const auto run = [&]<DType Wt>() {
+      if constexpr (kPairSplit<T>)
+        if (split) return norm_backward_rows<T, Wt, true>(a);
+      norm_backward_rows<T, Wt, false>(a);
+    };
     if constexpr (T != DType::f32)
-      if (norm && a.weight && a.x.n > kF32WeightsMax) return norm_backward_rows<T, T>(a);
-    norm_backward_rows<T, DType::f32>(a);
+      if (norm && a.weight && a.x.n > kF32WeightsMax) return run.template operator()<T>();
+    run.template operator()<DType::f32>();
   });
 }
 

@@ -128,13 +128,14 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
 }
 
 // s = x + residual rounded to T: written to sum_out and to buf (f32, in pair order: rows_cpu.hpp).
-template <DType T>
+template <DType T, bool Split>
 [[gnu::flatten]] void add_pass(const void* x, const void* r, void* sum_out, float* buf, std::int64_t n, bool nt, RowStream* next) {
   void* const dst[1] = {sum_out};
-  write_rows_pairs<T, 1, true, true>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+  write_rows_pairs<T, 1, true, true, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
     if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(r, i);
+    else if (!kPairSplit<T, Split> && m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(r, i));
     vf16 xv[2], rv[2];
-    ld_chunk<T>(x, i, m, xv), ld_chunk<T>(r, i, m, rv);
+    ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(r, i, m, rv);
     for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = vround_pair<T>(xv[h] + rv[h]);
     st_chunk(buf, i, m, out[0]);
   }, next);
@@ -157,7 +158,7 @@ struct Ctx {
 // rms / layer norm of one row whose values are at src (element type S: the input row, or the
 // f32 buffer of s = x + residual), in T's pair order (rows_cpu.hpp: the f32 weights, bias and
 // buffer are kept in it).
-template <DType T, DType S, DType W, bool FromMemory>
+template <DType T, DType S, DType W, bool FromMemory, bool Split>
 [[gnu::flatten]] void norm_row(NormKind kind, const Ctx& c, const void* src, void* dst, std::int64_t n, RowStream* next,
               std::int64_t row) {
   const void* w = c.w;
@@ -166,9 +167,9 @@ template <DType T, DType S, DType W, bool FromMemory>
     const float rs = float(1.0 / std::sqrt(ss / double(n) + double(c.eps)));
     c.save(row, 0.f, rs);
     void* const out1[1] = {dst};
-    write_rows_pairs<T, 1, true>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+    write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
       vf16 xv[2], wv[2];
-      ld_chunk<S>(src, i, m, xv), ld_chunk<W>(w, i, m, wv);
+      ld_chunk<S, Split>(src, i, m, xv), ld_chunk<W, Split>(w, i, m, wv);
       for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = xv[h] * rs * wv[h];
     }, next);
   } else {
@@ -189,9 +190,9 @@ template <DType T, DType S, DType W, bool FromMemory>
     c.save(row, mf, rs);
     const void* b = c.b;
     void* const out1[1] = {dst};
-    write_rows_pairs<T, 1, true>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+    write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
       vf16 xv[2], wv[2], bv[2];
-      ld_chunk<S>(src, i, m, xv), ld_chunk<W>(w, i, m, wv), ld_chunk<W>(b, i, m, bv);
+      ld_chunk<S, Split>(src, i, m, xv), ld_chunk<W, Split>(w, i, m, wv), ld_chunk<W, Split>(b, i, m, bv);
       for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = (xv[h] - mf) * rs * wv[h] + bv[h];
     }, next);
   }
@@ -241,7 +242,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
   }
 }
 
-template <DType T, DType W>
+template <DType T, DType W, bool Split>
 void norm_rows_with(const NormArgs& a, const Ctx& c) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
@@ -268,11 +269,11 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
       const void* x = at<T>(a.x.data, r * a.x.row_stride);
       void* y = at<T>(a.out.data, r * a.out.row_stride);
       if (add) {
-        add_pass<T>(x, at<T>(a.residual.data, r * a.residual.row_stride),
+        add_pass<T, Split>(x, at<T>(a.residual.data, r * a.residual.row_stride),
                     at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf.data(), n, c.nt, &next);
-        norm_row<T, DType::f32, W, false>(a.kind, c, buf.data(), y, n, &next, r);
+        norm_row<T, DType::f32, W, false, Split>(a.kind, c, buf.data(), y, n, &next, r);
       } else if (norm) {
-        norm_row<T, T, W, true>(a.kind, c, x, y, n, &next, r);
+        norm_row<T, T, W, true, Split>(a.kind, c, x, y, n, &next, r);
       } else {
         softmax_row<T>(a.kind, c, x, y, buf.data(), n, &next);
       }
@@ -368,11 +369,14 @@ void split_rows(const NormArgs& a, const Ctx& c) {
   }
 }
 
+// split: the rms / layer rows in pair order (rows_cpu.hpp; see norm_rows).
 template <DType T, DType W>
-void norm_rows_dispatch(const NormArgs& a, const Ctx& c) {
+void norm_rows_dispatch(const NormArgs& a, const Ctx& c, bool split) {
   if (!a.residual.data && a.x.n * kElemBytes<T> >= kSplitRowBytes && omp_get_max_threads() > 1)
     return split_rows<T, W>(a, c);
-  norm_rows_with<T, W>(a, c);
+  if constexpr (kPairSplit<T>)
+    if (split) return norm_rows_with<T, W, true>(a, c);
+  norm_rows_with<T, W, false>(a, c);
 }
 
 template <DType T>
@@ -381,6 +385,11 @@ void norm_rows(const NormArgs& a) {
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   const bool add = a.residual.data != nullptr;
   const bool nt = stream_output(rows * n * kElemBytes<T> * (add ? 2 : 1));
+  // Pair order unless the outputs stream and a row of them starts off a 64-byte boundary (the
+  // pairs would then be written with plain stores: +13–17% time at 65536×1000 bf16 on the dev
+  // box, session 22).
+  const bool split = !nt || (rows_aligned64<T>(a.out.data, a.out.row_stride, rows) &&
+                             (!add || rows_aligned64<T>(a.sum_out.data, a.sum_out.row_stride, rows)));
   // Weight and bias as f32, converted once per call (ones / zeros when absent); for long rows
   // they stay in T (an f32 copy of 1M weights and biases would take L2 from the rows).
   if (norm && n > kF32WeightsMax && T != DType::f32) {
@@ -389,7 +398,7 @@ void norm_rows(const NormArgs& a) {
     const void* b = a.bias;
     if (!w) ones.assign(std::size_t(n), T == DType::bf16 ? 0x3f80 : 0x3c00), w = ones.data();
     if (!b) zeros.assign(std::size_t(n), 0), b = zeros.data();
-    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt, a.mean, a.rstd});
+    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt, a.mean, a.rstd}, split);
   }
   std::vector<float> w, b;
   if (norm) {
@@ -400,10 +409,10 @@ void norm_rows(const NormArgs& a) {
       if (a.bias) load_row(a.dtype, a.bias, b.data(), n);
     }
     // As norm_row reads them (no-ops for the split path's rows, which take T's weights).
-    to_pair_order<T>(w.data(), n);
-    if (!b.empty()) to_pair_order<T>(b.data(), n);
+    if (split) to_pair_order<T>(w.data(), n);
+    if (split && !b.empty()) to_pair_order<T>(b.data(), n);
   }
-  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt, a.mean, a.rstd});
+  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt, a.mean, a.rstd}, split);
 }
 
 }  // namespace

@@ -346,18 +346,20 @@ inline vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
 // takes four, two of them shuffles), for other types in order. f32 data a kernel keeps per
 // column for itself (weights widened once, gradient partials) is kept in the same order
 // (to_pair_order / from_pair_order), so it pairs lane for lane with the row. The tail (n mod 32
-// elements) is in order, 16 lanes at a time.
+// elements) is in order, 16 lanes at a time. Split (every helper's last template argument): the
+// call's choice; false keeps every chunk in order (for bf16 rows whose output does not start
+// on a 64-byte boundary, which the in-order write_rows aligns for its non-temporal stores).
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 inline constexpr bool kPairSplitBuilt = true;
 #else
 inline constexpr bool kPairSplitBuilt = false;
 #endif
-template <DType T>
-inline constexpr bool kPairSplit = T == DType::bf16 && kPairSplitBuilt;
+template <DType T, bool Split = true>
+inline constexpr bool kPairSplit = Split && T == DType::bf16 && kPairSplitBuilt;
 
-template <DType T>
+template <DType T, bool Split = true>
 inline void vload_pair(const void* p, vf16& a, vf16& b) {
-  if constexpr (kPairSplit<T>) {
+  if constexpr (kPairSplit<T, Split>) {
     vload2_unordered<T>(p, a, b);
   } else {
     a = vload<T>(p);
@@ -366,9 +368,9 @@ inline void vload_pair(const void* p, vf16& a, vf16& b) {
 }
 
 // The pair order of T for an f32 row of n columns, in place (to) and back (from).
-template <DType T>
+template <DType T, bool Split = true>
 inline void to_pair_order(float* row, std::int64_t n) {
-  if constexpr (kPairSplit<T>) {
+  if constexpr (kPairSplit<T, Split>) {
     for (std::int64_t c = 0; c + 32 <= n; c += 32) {
       float t[32];
       std::memcpy(t, row + c, sizeof t);
@@ -376,9 +378,9 @@ inline void to_pair_order(float* row, std::int64_t n) {
     }
   }
 }
-template <DType T>
+template <DType T, bool Split = true>
 inline void from_pair_order(float* row, std::int64_t n) {
-  if constexpr (kPairSplit<T>) {
+  if constexpr (kPairSplit<T, Split>) {
     for (std::int64_t c = 0; c + 32 <= n; c += 32) {
       float t[32];
       std::memcpy(t, row + c, sizeof t);
@@ -389,9 +391,9 @@ inline void from_pair_order(float* row, std::int64_t n) {
 
 // The chunk of a row (element type T) at column i with m lanes into v: m == 32, the pair at i
 // (v[0], v[1]); m <= 16, in order into v[0], lanes past m `pad`.
-template <DType T>
+template <DType T, bool Split = true>
 inline void ld_chunk(const void* row, std::int64_t i, int m, vf16 (&v)[2], float pad = 0.0f) {
-  if (m == 32) vload_pair<T>(at<T>(row, i), v[0], v[1]);
+  if (m == 32) vload_pair<T, Split>(at<T>(row, i), v[0], v[1]);
   else v[0] = ld<T>(row, i, m, pad);
 }
 // An f32 chunk stored back as ld_chunk<DType::f32> loaded it.
@@ -436,6 +438,14 @@ inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
 template <int Ahead = 4096, int Level = 3>
 inline void prefetch_ahead(const void* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + Ahead), 0, Level);
+}
+
+// Whether every one of `rows` rows of element type T from data (row_stride elements apart)
+// starts on a 64-byte boundary: where a call streams its output (nt), its pair order is kept
+// only then (write_rows_pairs).
+template <DType T>
+inline bool rows_aligned64(const void* data, std::int64_t row_stride, std::int64_t rows) {
+  return reinterpret_cast<std::uintptr_t>(data) % 64 == 0 && (rows <= 1 || row_stride * kElemBytes<T> % 64 == 0);
 }
 
 // Software prefetch of the pair at i of a row read from memory, 4 KB ahead.
@@ -578,12 +588,14 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
 
 // write_rows for kernels that work in pair order (ld_chunk): g(i, m, v) fills v[j][0..1] with
 // the chunk at column i of row j, m == 32 for the pairs (columns [0, n − n mod 32)), m <= 16
-// for the tail in order. Types without a pair split take write_rows (its head to the 64-byte
-// boundary included); for bf16 the pairs run from column 0, so non-temporal stores (nt) are
-// used for the rows that start on a 64-byte boundary and plain stores for the others.
-template <DType T, int R, bool kNanLowZero = false, bool kExact = false, class G>
+// for the tail in order. Types without a pair split (or !Split) take write_rows (its head to
+// the 64-byte boundary included, chunks of 16 in order: m <= 16 always); for bf16 the pairs run
+// from column 0, so non-temporal stores (nt) are used for the rows that start on a 64-byte
+// boundary and plain stores for the others (callers choose Split = false where that matters:
+// pair_outputs_aligned).
+template <DType T, int R, bool kNanLowZero = false, bool kExact = false, bool Split = true, class G>
 inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
-  if constexpr (!kPairSplit<T>) {
+  if constexpr (!kPairSplit<T, Split>) {
     write_rows<T, R, kNanLowZero>(dst, n, nt, [&](std::int64_t i, int m, vf16* out) {
       vf16 v[R][2];
       g(i, m, v);
