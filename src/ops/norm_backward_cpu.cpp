@@ -37,7 +37,6 @@ constexpr std::int64_t kBlock = 1024;
 // of the chunk at i (m == 32: a pair; m <= 16: in order, zero in lanes ≥ m) into acc[h][k] for
 // its vectors h < chunk_vectors(m); f32 lanes per block of 1024 elements, blocks added in f64.
 // K sums at once.
-constexpr int chunk_vectors(int m) { return m == 32 ? 2 : 1; }
 template <int K, class F>
 void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
   for (int k = 0; k < K; ++k) out[k] = 0;
@@ -234,9 +233,10 @@ template <DType T, bool Split>
   }
 }
 
-// Split: pair order (rows_cpu.hpp), chosen by norm_backward_cpu.
+// nt: dx streams (non-temporal stores); Split: pair order (rows_cpu.hpp); both chosen by
+// norm_backward_cpu.
 template <DType T, DType Wt, bool Split>
-void norm_backward_rows(const NormBackwardArgs& a) {
+void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   std::vector<float> wf(norm && Wt == DType::f32 ? std::size_t(n) : 0, 1.0f);
@@ -251,7 +251,6 @@ void norm_backward_rows(const NormBackwardArgs& a) {
   const std::int64_t per_group = rows == 0 ? 0 : (rows + groups - 1) / groups;
   std::vector<float> pdw(a.dweight ? std::size_t(groups * n) : 0, 0.0f);
   std::vector<float> pdb(a.dbias ? std::size_t(groups * n) : 0, 0.0f);
-  const bool nt = stream_output(rows * n * kElemBytes<T>);
   // LayerNorm rows in batches of kBatch where that measured faster on this box (bf16, quiet,
   // same-session A/B: 16384×8192 55–57 → 64%, 4096×4096 57–60 → 64% of the copy roofline), and
   // while the batch's x and dy stay in L2 (2 MB per core here) from pass A to pass C. Not for
@@ -316,14 +315,14 @@ void norm_backward_rows(const NormBackwardArgs& a) {
 void norm_backward_cpu(const NormBackwardArgs& a) {
   with_float_dtype(a.dtype, [&]<DType T>() {
     const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
-    // Pair order unless dx streams (as norm_backward_rows decides) and a row of it starts off a
-    // 64-byte boundary (see norm_rows in norm_cpu.cpp).
-    const bool split = !stream_output(a.x.rows * a.x.n * kElemBytes<T>) ||
-                       rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
+    // Pair order unless dx streams and a row of it starts off a 64-byte boundary (see norm_rows
+    // in norm_cpu.cpp).
+    const bool nt = stream_output(a.x.rows * a.x.n * kElemBytes<T>);
+    const bool split = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
     const auto run = [&]<DType Wt>() {
       if constexpr (kPairSplit<T>)
-        if (split) return norm_backward_rows<T, Wt, true>(a);
-      norm_backward_rows<T, Wt, false>(a);
+        if (split) return norm_backward_rows<T, Wt, true>(a, nt);
+      norm_backward_rows<T, Wt, false>(a, nt);
     };
     if constexpr (T != DType::f32)
       if (norm && a.weight && a.x.n > kF32WeightsMax) return run.template operator()<T>();

@@ -133,10 +133,10 @@ template <DType T, bool Split>
   void* const dst[1] = {sum_out};
   write_rows_pairs<T, 1, true, true, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
     if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(r, i);
-    else if (!kPairSplit<T, Split> && m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(r, i));
+    else if (m == 16) prefetch_ahead(at<T>(x, i)), prefetch_ahead(at<T>(r, i));  // in order
     vf16 xv[2], rv[2];
     ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(r, i, m, rv);
-    for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = vround_pair<T>(xv[h] + rv[h]);
+    for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = vround_pair<T>(xv[h] + rv[h]);
     st_chunk(buf, i, m, out[0]);
   }, next);
 }
@@ -170,7 +170,7 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
     write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
       vf16 xv[2], wv[2];
       ld_chunk<S, Split>(src, i, m, xv), ld_chunk<W, Split>(w, i, m, wv);
-      for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = xv[h] * rs * wv[h];
+      for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = xv[h] * rs * wv[h];
     }, next);
   } else {
     // One pass from memory: Σ(x − K) and Σ(x − K)² about K = the mean of the first (up to) 64
@@ -193,7 +193,7 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
     write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
       vf16 xv[2], wv[2], bv[2];
       ld_chunk<S, Split>(src, i, m, xv), ld_chunk<W, Split>(w, i, m, wv), ld_chunk<W, Split>(b, i, m, bv);
-      for (int h = 0; h < (m == 32 ? 2 : 1); ++h) out[0][h] = (xv[h] - mf) * rs * wv[h] + bv[h];
+      for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = (xv[h] - mf) * rs * wv[h] + bv[h];
     }, next);
   }
 }

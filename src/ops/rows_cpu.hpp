@@ -367,27 +367,28 @@ inline void vload_pair(const void* p, vf16& a, vf16& b) {
   }
 }
 
-// The pair order of T for an f32 row of n columns, in place (to) and back (from).
-template <DType T, bool Split = true>
+// An f32 row of n columns put in T's pair order, in place (Back: back in column order).
+template <DType T, bool Split = true, bool Back = false>
 inline void to_pair_order(float* row, std::int64_t n) {
   if constexpr (kPairSplit<T, Split>) {
     for (std::int64_t c = 0; c + 32 <= n; c += 32) {
       float t[32];
       std::memcpy(t, row + c, sizeof t);
-      for (int k = 0; k < 16; ++k) row[c + k] = t[2 * k], row[c + 16 + k] = t[2 * k + 1];
+      for (int k = 0; k < 32; ++k) {  // pair slot k holds column 2k (k < 16) or 2(k − 16) + 1
+        const int col = k < 16 ? 2 * k : 2 * (k - 16) + 1;
+        if constexpr (Back) row[c + col] = t[k];
+        else row[c + k] = t[col];
+      }
     }
   }
 }
 template <DType T, bool Split = true>
 inline void from_pair_order(float* row, std::int64_t n) {
-  if constexpr (kPairSplit<T, Split>) {
-    for (std::int64_t c = 0; c + 32 <= n; c += 32) {
-      float t[32];
-      std::memcpy(t, row + c, sizeof t);
-      for (int k = 0; k < 16; ++k) row[c + 2 * k] = t[k], row[c + 2 * k + 1] = t[16 + k];
-    }
-  }
+  to_pair_order<T, Split, true>(row, n);
 }
+
+// Vectors in a chunk of m lanes (ld_chunk): a pair (m == 32) or one.
+constexpr int chunk_vectors(int m) { return m == 32 ? 2 : 1; }
 
 // The chunk of a row (element type T) at column i with m lanes into v: m == 32, the pair at i
 // (v[0], v[1]); m <= 16, in order into v[0], lanes past m `pad`.
@@ -431,7 +432,6 @@ inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
 #endif
   vstore2<T, kNanLowZero>(p, a, b, nt);
 }
-
 
 // Software prefetch `Ahead` bytes past p (a hint: never faults, past the row included), into
 // L1 (Level 3, prefetcht0) or L2 (Level 2, prefetcht1).
@@ -592,7 +592,7 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
 // the 64-byte boundary included, chunks of 16 in order: m <= 16 always); for bf16 the pairs run
 // from column 0, so non-temporal stores (nt) are used for the rows that start on a 64-byte
 // boundary and plain stores for the others (callers choose Split = false where that matters:
-// pair_outputs_aligned).
+// rows_aligned64).
 template <DType T, int R, bool kNanLowZero = false, bool kExact = false, bool Split = true, class G>
 inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
   if constexpr (!kPairSplit<T, Split>) {
