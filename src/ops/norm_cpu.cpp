@@ -65,18 +65,27 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next, d
   double total = 0;
   for (std::int64_t b = 0; b < n; b += kBlock) {
     const std::int64_t m = std::min(kBlock, n - b);
-    vf16 a0{}, a1{};
+    // Four accumulators: with two, the adds' latency (4 cycles a chain) set the loop's pace
+    // (dev box, bf16 rms_norm 4096×4096: 79 → 82–84% of copy; layer_norm +3–5 points).
+    vf16 a0{}, a1{}, a2{}, a3{};
     std::int64_t i = 0;
-    for (; i + 32 <= m; i += 32) {
+    for (; i + 64 <= m; i += 64) {
+      vf16 v0, v1, v2, v3;
+      stream32<S, Prefetch>(x, b + i, v0, v1);
+      stream32<S, Prefetch>(x, b + i + 32, v2, v3);
+      a0 += f(v0), a1 += f(v1), a2 += f(v2), a3 += f(v3);
+    }
+    if (i + 32 <= m) {
       vf16 v0, v1;
       stream32<S, Prefetch>(x, b + i, v0, v1);
-      a0 += f(v0), a1 += f(v1);
+      a0 += f(v0), a1 += f(v1), i += 32;
     }
     if (next) next->step(m);
-    if (i + 16 <= m) a0 += f(vload<S>(at<S>(x, b + i))), i += 16;
-    if (i < m) a1 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
-    total += double(hsum16(a0 + a1));
-    if (blocks) blocks[b / kBlock] = double(hsum16(a0 + a1));
+    if (i + 16 <= m) a2 += f(vload<S>(at<S>(x, b + i))), i += 16;
+    if (i < m) a3 += f(vload_part<S>(at<S>(x, b + i), int(m - i), pad));
+    const double block = double(hsum16((a0 + a1) + (a2 + a3)));
+    total += block;
+    if (blocks) blocks[b / kBlock] = block;
   }
   return total;
 }
@@ -87,8 +96,17 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
               double* b1 = nullptr, double* b2 = nullptr) {
   for (std::int64_t b = 0; b < n; b += kBlock) {
     const std::int64_t m = std::min(kBlock, n - b);
-    vf16 a0{}, a1{}, q0{}, q1{};
+    vf16 a0{}, a1{}, q0{}, q1{}, a2{}, a3{}, q2{}, q3{};  // four chains each, as row_sum
     std::int64_t i = 0;
+    for (; i + 64 <= m; i += 64) {
+      vf16 v0, v1, v2, v3;
+      stream32<S, Prefetch>(x, b + i, v0, v1);
+      stream32<S, Prefetch>(x, b + i + 32, v2, v3);
+      v0 -= k, v1 -= k, v2 -= k, v3 -= k;
+      a0 += v0, a1 += v1, q0 += v0 * v0, q1 += v1 * v1;
+      a2 += v2, a3 += v3, q2 += v2 * v2, q3 += v3 * v3;
+    }
+    a0 += a2, a1 += a3, q0 += q2, q1 += q3;
     for (; i + 32 <= m; i += 32) {
       vf16 v0, v1;
       stream32<S, Prefetch>(x, b + i, v0, v1);
