@@ -191,7 +191,8 @@ if want ncu-norm; then
 fi
 if want ncu-fwd; then  # Nsight Compute: sixfold's forward register kernels and torch.compile's, same shapes
   secs=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
-        --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats)
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__cycles_active.avg)
   for op in ${NCU_OPS:-rms_norm layer_norm softmax}; do
     for shape in ${NCU_SHAPES:-65536x1024 4096x4096}; do
       el "ncu: sixfold $op $shape"
@@ -207,7 +208,7 @@ if want ncu-fwd; then  # Nsight Compute: sixfold's forward register kernels and 
   echo "ncu torch rc=$?" | tee -a "$out/summary.txt"
   for f in "$out"/ncu_fwd_*.txt; do
     echo "== $(basename "$f")" | tee -a "$out/summary.txt"
-    grep -E "^  [a-z_]+.*\(|profiling|Duration|DRAM Throughput|Registers Per|Block Size|Grid Size|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Executed Instructions  |No Eligible|L1/TEX Hit|L2 Hit" \
+    grep -E "^  [a-z_]+.*\(|profiling|Duration|DRAM Throughput|Registers Per|Block Size|Grid Size|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Executed Instructions  |No Eligible|L1/TEX Hit|L2 Hit|dram__|lts__|sm__warps|smsp__cycles" \
       "$f" | cut -c1-120 | tee -a "$out/summary.txt"
   done
 fi
