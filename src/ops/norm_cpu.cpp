@@ -75,10 +75,10 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next, d
       stream32<S, Prefetch>(x, b + i + 32, v2, v3);
       a0 += f(v0), a1 += f(v1), a2 += f(v2), a3 += f(v3);
     }
-    if (i + 32 <= m) {
+    for (; i + 32 <= m; i += 32) {
       vf16 v0, v1;
       stream32<S, Prefetch>(x, b + i, v0, v1);
-      a0 += f(v0), a1 += f(v1), i += 32;
+      a0 += f(v0), a1 += f(v1);
     }
     if (next) next->step(m);
     if (i + 16 <= m) a2 += f(vload<S>(at<S>(x, b + i))), i += 16;
@@ -128,10 +128,19 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
 template <DType S>
 float row_max(const void* x, std::int64_t n, RowStream* next) {
   const vf16 ninf = vsplat(-INFINITY);
-  vf16 m0 = ninf, m1 = ninf;
+  vf16 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;  // four chains, as row_sum's accumulators
   std::int64_t i = 0;
   while (i + 32 <= n) {
     const std::int64_t start = i, stop = i + std::min<std::int64_t>(kBlock, (n - i) / 32 * 32);
+    for (; i + 64 <= stop; i += 64) {
+      prefetch_ahead(at<S>(x, i));
+      prefetch_ahead(at<S>(x, i + 32));
+      if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16)), prefetch_ahead(at<S>(x, i + 48));
+      vf16 v0, v1, v2, v3;
+      vload2_unordered<S>(at<S>(x, i), v0, v1);
+      vload2_unordered<S>(at<S>(x, i + 32), v2, v3);
+      m0 = vmax16(v0, m0), m1 = vmax16(v1, m1), m2 = vmax16(v2, m2), m3 = vmax16(v3, m3);
+    }
     for (; i < stop; i += 32) {
       prefetch_ahead(at<S>(x, i));
       if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
@@ -141,8 +150,8 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
     }
     next->step(stop - start);
   }
-  for (; i < n; i += 16) m0 = vmax16(ld<S>(x, i, int(std::min<std::int64_t>(16, n - i)), -INFINITY), m0);
-  return hmax16(vmax16(m0, m1));
+  for (; i < n; i += 16) m2 = vmax16(ld<S>(x, i, int(std::min<std::int64_t>(16, n - i)), -INFINITY), m2);
+  return hmax16(vmax16(vmax16(m0, m1), vmax16(m2, m3)));
 }
 
 // s = x + residual rounded to T: written to sum_out and to buf (f32, in pair order: rows_cpu.hpp).
