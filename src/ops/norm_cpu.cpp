@@ -133,19 +133,14 @@ float row_max(const void* x, std::int64_t n, RowStream* next) {
   while (i + 32 <= n) {
     const std::int64_t start = i, stop = i + std::min<std::int64_t>(kBlock, (n - i) / 32 * 32);
     for (; i + 64 <= stop; i += 64) {
-      prefetch_ahead(at<S>(x, i));
-      prefetch_ahead(at<S>(x, i + 32));
-      if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16)), prefetch_ahead(at<S>(x, i + 48));
       vf16 v0, v1, v2, v3;
-      vload2_unordered<S>(at<S>(x, i), v0, v1);
-      vload2_unordered<S>(at<S>(x, i + 32), v2, v3);
+      stream32<S, true>(x, i, v0, v1);
+      stream32<S, true>(x, i + 32, v2, v3);
       m0 = vmax16(v0, m0), m1 = vmax16(v1, m1), m2 = vmax16(v2, m2), m3 = vmax16(v3, m3);
     }
     for (; i < stop; i += 32) {
-      prefetch_ahead(at<S>(x, i));
-      if constexpr (kElemBytes<S> == 4) prefetch_ahead(at<S>(x, i + 16));
       vf16 v0, v1;
-      vload2_unordered<S>(at<S>(x, i), v0, v1);
+      stream32<S, true>(x, i, v0, v1);
       m0 = vmax16(v0, m0), m1 = vmax16(v1, m1);
     }
     next->step(stop - start);
