@@ -116,24 +116,44 @@ struct GLookup {
 };
 #endif
 
-// v·sigmoid(a) = v / (1 + exp(na)) given na = −a; sigmoid is exactly 0 for a < −80 (so −inf
-// gives −inf·0 = NaN, as the formula does), and exp(na) stays below e^80 so that its reciprocal
-// is normal.
+// v·sigmoid(a) = v / (1 + 2^t) given t = −a·log2 e; sigmoid is exactly 0 for a < −80 (so −inf
+// gives −inf·0 = NaN, as the formula does). AVX-512: t is clamped below only (a = +inf: 2^−160
+// rounds away, sigmoid 1), 2^t may overflow to +inf where the mask drops it, and the reciprocal
+// is vrcp14ps alone for bf16 (relative error 2^−14, a 64th of a bf16 ulp, beside the degree-3
+// exp's 1e-4) and with one Newton step for f16 / f32: 13 vector instructions per 16 bf16
+// elements where the clamped, twice-compared form took 20.
 template <DType T>
-inline vf16 times_sigmoid(vf16 v, vf16 na) {
+inline vf16 times_sigmoid(vf16 v, vf16 t) {
+#if defined(__AVX512F__)
+  const __m512 tc = _mm512_max_ps(_mm512_set1_ps(-160.0f), (__m512)t);  // NaN stays NaN
+  const __mmask16 keep = _mm512_cmp_ps_mask(tc, _mm512_set1_ps(80.0f * kLog2e), _CMP_LE_OQ);
+  const __m512 k = _mm512_roundscale_ps(tc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 p = (__m512)exp2_poly<exp_degree<T>>((vf16)_mm512_sub_ps(tc, k));
+  const __m512 q = _mm512_add_ps(_mm512_scalef_ps(p, k), _mm512_set1_ps(1.0f));
+  __m512 r;
+  if constexpr (T == DType::bf16) {
+    r = _mm512_maskz_rcp14_ps(keep, q);
+  } else {
+    r = _mm512_rcp14_ps(q);
+    r = _mm512_maskz_mul_ps(keep, r, _mm512_fnmadd_ps(q, r, _mm512_set1_ps(2.0f)));  // q = +inf: NaN, dropped
+  }
+  return v * (vf16)r;
+#else
+  const vf16 na = t * (1.0f / kLog2e);
   const vf16 s = vrcp(1.0f + vexp<exp_degree<T>>(na < 80.0f ? na : vsplat(80.0f)));
   return v * (na > 80.0f ? vf16{} : s);
+#endif
 }
 
-// u/2·(1 + tanh t) = u·sigmoid(2t), t = √(2/π)·(u + 0.044715u³): −2t = u·(c0 + c1·u²).
+// u/2·(1 + tanh t) = u·sigmoid(2t), t = √(2/π)·(u + 0.044715u³): −2t·log2 e = u·(c0 + c1·u²).
 template <DType T>
 inline vf16 gelu_tanh(vf16 u) {
-  constexpr float c0 = -2.0f * ActivationMath::kSqrt2OverPi, c1 = c0 * 0.044715f;
+  constexpr float c0 = -2.0f * ActivationMath::kSqrt2OverPi * kLog2e, c1 = c0 * 0.044715f;
   return times_sigmoid<T>(u, u * (u * u * c1 + c0));
 }
 
 template <DType T>
-inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, -a); }
+inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, a * -kLog2e); }
 
 // Whether the GELU of dtype T takes GTable (16-bit outputs on AVX-512), and what apply() is
 // handed for it: a GLookup, or an unused int.
