@@ -11,7 +11,7 @@
 //   gelu (tanh): u/2 · (1 + tanh(t)) = u·sigmoid(2t),  t = √(2/π)·(u + 0.044715u³)
 //   silu_gate:   a·sigmoid(a)·b
 // bf16 / f16 outputs (AVX-512) take both GELU forms from GTable instead: u·G(u), G(−|u|) by 32
-// cubics looked up with vpermt2ps (~16 vector instructions per 16 elements against ~22).
+// cubics looked up with vpermt2ps (14 vector instructions per 16 elements against 22).
 // (exp: vexp with the polynomial degree of the dtype; 1/q: vrcp, rows_cpu.hpp.) NaN propagates;
 // gelu(+inf) = +inf, gelu(−inf) = NaN (0·inf in both forms), silu(−inf) = NaN.
 #include <omp.h>
@@ -42,20 +42,21 @@ inline vf16 gelu_erf(vf16 u) {
   return u * vmax16(phi, vf16{});
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
 // 16-bit outputs: both GELU forms are u·G(u) with G(−a) = 1 − G(a) (Φ for erf; sigmoid(2t(u))
 // for tanh, t odd), so G(−a) on a = |u| ∈ [0, 8) suffices. It is held as 32 cubics, one per
-// quarter, in e ∈ [−1/2, 1/2] about the quarter's middle, fitted once (double, least squares on
-// 48 Chebyshev nodes weighted by 1/G: relative error, also deep in the tail), and looked up by
-// vpermt2ps with the quarter's index from a rounding by magic number. The last quarter
-// [7.75, 8) and beyond is 0 (G(−7.75) = 4.6e-15 for erf). About 16 vector instructions per 16
-// elements against the rational fit's 22. Every finite bf16 / f16 input with |u| < 12, against
-// the correctly rounded float64 value: f16 within 1 ulp everywhere (erf: 154 of 37888 off by one,
-// where the rational fit had 284 off by 2–10; tanh: 195 against 31), bf16 off by 2+ ulps only
-// below u = −5.8 (|y| < 5e-10) and 0 from −7.75 down (docs/perf/activation.md, session 20). f32
-// outputs keep the rational fit (|error| <= 4e-7).
+// interval of width 1/kScale about k/kScale (k = 0..31, kScale = 31.5/8: the last interval ends
+// at 8), each in e = kScale·a − k ∈ [−1/2, 1/2], fitted once (double, least squares on 48
+// Chebyshev nodes weighted by 1/G: relative error, also deep in the tail) and looked up by
+// vpermt2ps with k = rint(kScale·a) from one FMA onto a magic number. The last interval,
+// a ≥ 7.746, is 0 (G(−7.746) = 4.7e-15 for erf). 14 vector instructions per 16 elements (the
+// rational fit took 22). Every finite bf16 / f16 input with |u| < 12, against the correctly
+// rounded float64 value: f16 within 1 ulp everywhere, bf16 off by 2+ ulps only below u = −5.8
+// (|y| < 5e-10) and 0 from −7.75 down (dev/activation/ulp_probe.cpp; docs/perf/activation.md).
+// f32 outputs keep the rational fit (|error| <= 4e-7).
 struct GTable {
-  alignas(64) float c[4][32];  // c[j][k]: coefficient of e^j on quarter k
+  static constexpr float kScale = 3.9375f;
+  alignas(64) float c[4][32];  // c[j][k]: coefficient of e^j on interval k
 };
 template <ActivationKind K>
 const GTable& g_table() {
@@ -71,7 +72,7 @@ const GTable& g_table() {
       double ata[4][5] = {};  // normal equations, weighted by 1/G²
       for (int j = 0; j < kNodes; ++j) {
         const double e = 0.5 * std::cos(M_PI * (j + 0.5) / kNodes);
-        const double f = g_neg((k + 0.5 + e) / 4.0), wgt = 1.0 / (f * f);
+        const double f = g_neg((k + e) / double(GTable::kScale)), wgt = 1.0 / (f * f);
         const double pw[4] = {1.0, e, e * e, e * e * e};
         for (int r = 0; r < 4; ++r) {
           for (int c = 0; c < 4; ++c) ata[r][c] += wgt * pw[r] * pw[c];
@@ -86,12 +87,12 @@ const GTable& g_table() {
         }
       for (int j = 0; j < 4; ++j) t.c[j][k] = float(ata[j][4] / ata[j][j]);
     }
-    return t;  // quarter 31: zeros
+    return t;  // interval 31: zeros
   }();
   return table;
 }
 
-// u·G(u) from the table (see GTable). NaN propagates (the clamp keeps it, the cubic of a NaN is
+// u·G(u) from the table (see GTable). NaN propagates (vrangeps keeps it, the cubic of a NaN is
 // NaN); u = +inf gives +inf (G = 1), u = −inf gives NaN (−inf·0), as the rational fit does.
 struct GLookup {
   __m512 lo[4], hi[4];
@@ -99,11 +100,12 @@ struct GLookup {
     for (int j = 0; j < 4; ++j) lo[j] = _mm512_load_ps(t.c[j]), hi[j] = _mm512_load_ps(t.c[j] + 16);
   }
   vf16 operator()(vf16 u) const {
+    constexpr float kMagic = 12582912.0f;  // 1.5·2^23: rint(x) in the low mantissa bits of x + kMagic
     const __m512 uu = (__m512)u;
-    const __m512 a = _mm512_min_ps(_mm512_set1_ps(7.9375f), _mm512_abs_ps(uu));  // NaN stays NaN
-    const __m512 s = _mm512_fmadd_ps(a, _mm512_set1_ps(4.0f), _mm512_set1_ps(-0.5f));
-    const __m512 m = _mm512_add_ps(s, _mm512_set1_ps(12582912.0f));  // 1.5·2^23: rint(s) in the low bits
-    const __m512 e = _mm512_sub_ps(s, _mm512_sub_ps(m, _mm512_set1_ps(12582912.0f)));
+    // a = min(|u|, 7.99): the operand of smaller magnitude, sign cleared (imm 0b1010)
+    const __m512 a = _mm512_range_ps(uu, _mm512_set1_ps(7.99f), 0b1010);
+    const __m512 m = _mm512_fmadd_ps(a, _mm512_set1_ps(GTable::kScale), _mm512_set1_ps(kMagic));
+    const __m512 e = _mm512_fmsub_ps(a, _mm512_set1_ps(GTable::kScale), _mm512_sub_ps(m, _mm512_set1_ps(kMagic)));
     const __m512i k = _mm512_castps_si512(m);
     __m512 g = _mm512_permutex2var_ps(lo[3], k, hi[3]);
     g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[2], k, hi[2]));
@@ -157,7 +159,7 @@ inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, a * -kLog2e); }
 
 // Whether the GELU of dtype T takes GTable (16-bit outputs on AVX-512), and what apply() is
 // handed for it: a GLookup, or an unused int.
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
 template <DType T, ActivationKind K>
 constexpr bool kTableGelu = T != DType::f32 && K != ActivationKind::silu_gate;
 template <DType T, ActivationKind K>
