@@ -56,6 +56,8 @@ inline vf16 gelu_erf(vf16 u) {
 // f32 outputs keep the rational fit (|error| <= 4e-7).
 struct GTable {
   static constexpr float kScale = 3.9375f;
+  static constexpr float kAMax = 7.99f;  // |u| clamp: rint(kScale·kAMax) = 31, the last interval
+  static_assert(kScale * kAMax < 31.5f);
   alignas(64) float c[4][32];  // c[j][k]: coefficient of e^j on interval k
 };
 template <ActivationKind K>
@@ -102,8 +104,8 @@ struct GLookup {
   vf16 operator()(vf16 u) const {
     constexpr float kMagic = 12582912.0f;  // 1.5·2^23: rint(x) in the low mantissa bits of x + kMagic
     const __m512 uu = (__m512)u;
-    // a = min(|u|, 7.99): the operand of smaller magnitude, sign cleared (imm 0b1010)
-    const __m512 a = _mm512_range_ps(uu, _mm512_set1_ps(7.99f), 0b1010);
+    // a = min(|u|, kAMax): the operand of smaller magnitude, sign cleared (imm 0b1010)
+    const __m512 a = _mm512_range_ps(uu, _mm512_set1_ps(GTable::kAMax), 0b1010);
     const __m512 m = _mm512_fmadd_ps(a, _mm512_set1_ps(GTable::kScale), _mm512_set1_ps(kMagic));
     const __m512 e = _mm512_fmsub_ps(a, _mm512_set1_ps(GTable::kScale), _mm512_sub_ps(m, _mm512_set1_ps(kMagic)));
     const __m512i k = _mm512_castps_si512(m);
