@@ -454,6 +454,40 @@ TEST(NormBackward, CpuMatchesReference) {
   for (const BwdCase& c : bwd_cases(true)) run_bwd_case(c, Device::cpu());
 }
 
+// A row's dx depends on that row only: computed among others (where the CPU runs each row's
+// last pass beside the next row's first, write_row_beside) it has the bits it has alone. And
+// the dw / db partials of row groups without rows (rows not a multiple of the group count)
+// are zero although an earlier call left values in the scratch they live in.
+TEST(NormBackward, CpuRowsIndependentOfTheirNeighbours) {
+  for (NormKind k : {NormKind::rms, NormKind::layer})
+    for (DType t : {DType::f32, DType::bf16, DType::f16})
+      for (int saved : {0, 2})
+        for (auto [n, pad] : std::vector<std::pair<std::int64_t, int>>{{1, 0}, {33, 0}, {1000, 0}, {1057, 0}, {4097, 0}, {256, 3}}) {
+          const BwdCase c{k, t, 7, n, true, true, pad, 0, 1.0, false, saved};
+          SCOPED_TRACE(std::string(kind_name(k)) + " " + std::string(dtype_name(t)) + " n " +
+                       std::to_string(n) + " pad " + std::to_string(pad) + " saved " + std::to_string(saved));
+          const BwdInputs in = make_inputs(c);
+          const BwdResult all = run_backward(c, Device::cpu(), in.xb, in.db, in.wb);
+          const std::size_t row_bytes = std::size_t(n + pad) * esize(t);
+          for (std::int64_t r = 0; r < c.rows; ++r) {
+            BwdCase one = c;
+            one.rows = 1;
+            const auto slice = [&](const std::vector<std::uint8_t>& v) {
+              return std::vector<std::uint8_t>(v.begin() + std::ptrdiff_t(r * row_bytes),
+                                               v.begin() + std::ptrdiff_t((r + 1) * row_bytes));
+            };
+            const BwdResult alone = run_backward(one, Device::cpu(), slice(in.xb), slice(in.db), in.wb);
+            ASSERT_EQ(std::memcmp(alone.dx.data(), all.dx.data() + r * row_bytes, std::size_t(n) * esize(t)), 0)
+                << "row " << r;
+          }
+        }
+  for (DType t : {DType::f32, DType::bf16}) {
+    run_bwd_case({NormKind::layer, t, 640, 4096, true, true}, Device::cpu());  // every group's partials written
+    run_bwd_case({NormKind::layer, t, 261, 4096, true, true}, Device::cpu());  // 53 groups of 5, 11 empty
+    run_bwd_case({NormKind::rms, t, 65, 4096, true, true, 0, 0, 1.0, false, 2}, Device::cpu());  // 33 of 2, 31 empty
+  }
+}
+
 TEST(NormBackward, CudaMatchesReference) {
   if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
   for (const BwdCase& c : bwd_cases()) run_bwd_case(c, Device::cuda(0));

@@ -8,12 +8,14 @@
 //     Σg·(x − μ);  pass C (cache): dx, and dw/db accumulated into the row group's partials.
 //     With the forward's saved statistics (a.mean / a.rstd): pass A alone gives Σg (layer) and
 //     Σg·(x − μ) (Σg·x for rms) about the saved μ, then pass C — no statistics of x.
+//     A thread's rows are pipelined: pass C of a row runs beside pass A of the next
+//     (write_row_beside, backward_rows), so reads from memory and dx's stores overlap.
 //   softmax:    dx = y·(dy − Σ dy·y);   log_softmax: dx = dy − exp(y)·Σ dy   (pass A, pass C)
 //
 // Sums: f32 lanes over blocks of 1024 elements, blocks added in f64 (as the forward). Every pass
 // reads and writes in pair order (rows_cpu.hpp: bf16 as even / odd elements, the dw / db
-// partials and the f32 weight copy kept in that order); dx is written with
-// write_rows_pairs<T, R, true> for the forward's reason (norm_cpu.cpp).
+// partials and the f32 weight copy kept in that order); dx is written with kNanLowZero
+// (write_rows_pairs, write_row_beside) for the forward's reason (norm_cpu.cpp).
 // dw/db are a Sum over rows, reduced deterministically: the rows are cut into a fixed number of
 // consecutive groups (a function of rows and n only, never of the thread count), each group
 // sums its rows in order into its own f32 partial, and the partials are added in group order
@@ -46,7 +48,7 @@ void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
     std::int64_t i = b;
     for (; i + 32 <= end; i += 32) f(i, 32, acc);
     for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc);
-    next->step(end - b);
+    if (next) next->step(end - b);
     for (int k = 0; k < K; ++k) out[k] += double(hsum16(acc[0][k] + acc[1][k]));
   }
 }
@@ -63,138 +65,167 @@ struct RowTerms {
   float mf = 0.f, rs = 0.f, k = 0.f, mean_g = 0.f;
 };
 
-// Pass A (and B): the row's terms, from the saved statistics or from x.
-template <DType T, DType Wt, bool Split>
-[[gnu::flatten]] RowTerms backward_terms(const NormBackwardArgs& a, const Row& row, const void* w, RowStream* next) {
-  const std::int64_t n = a.x.n;
-  const void* x = row.x;
-  const void* dy = row.dy;
-  const bool layer = a.kind == NormKind::layer;
-  RowTerms t;
-  if (a.rstd) {  // saved statistics: one pass, Σg and Σg·(x − μ) (rms: μ = 0, Σg not needed)
-    t.rs = a.rstd[row.r];
-    t.mf = layer ? a.mean[row.r] : 0.f;
-    const float mf = t.mf;
-    double s[2];
-    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
-      if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
-      vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
-      for (int h = 0; h < chunk_vectors(m); ++h) {
+// Pass A of one rms / layer row: the two sums it reads from memory, chunk by chunk (sums: the
+// chunk at i with m lanes, as row_sums calls it), and the row's terms from them (terms, which
+// runs pass B from cache first where the kind needs it). Saved: from the forward's mean / rstd,
+// Σg and Σg·(x − μ) (rms: μ = 0, Σg not needed); otherwise Σx and Σg (layer), Σx² and Σg·x (rms).
+template <DType T, DType Wt, bool Split, bool Layer, bool Saved>
+struct PassA {
+  const NormBackwardArgs* a;
+  Row row;
+  const void* w;
+  float mf = 0.f;  // the saved mean (Layer && Saved)
+
+  PassA(const NormBackwardArgs& args, const Row& r, const void* weight) : a(&args), row(r), w(weight) {
+    if constexpr (Layer && Saved) mf = args.mean[r.r];
+  }
+  // Pair: m == 32 (the vectors a chunk holds known to the compiler, so that acc stays in registers).
+  template <bool Pair>
+  void sums(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
+    if constexpr (Pair) prefetch_pair<T>(row.x, i), prefetch_pair<T>(row.dy, i), m = 32;
+    vf16 xv[2], dv[2], wv[2];
+    ld_chunk<T, Split>(row.x, i, m, xv), ld_chunk<T, Split>(row.dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
+    for (int h = 0; h < (Pair ? 2 : 1); ++h) {
+      if constexpr (Saved) {
         vf16 xc = xv[h];
-        if (layer) xc -= mf;
+        if constexpr (Layer) xc -= mf;
         const vf16 g = dv[h] * wv[h];
-        if (layer) acc[h][0] += g;
+        if constexpr (Layer) acc[h][0] += g;
         acc[h][1] += g * xc;
-      }
-    }, next);
-    t.mean_g = float(s[0] / double(n));
-    t.k = float(s[1] / double(n)) * t.rs * t.rs;
-  } else if (layer) {
-    double s[2];  // Σx, Σg
-    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
-      if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
-      vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
-      for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += xv[h], acc[h][1] += dv[h] * wv[h];
-    }, next);
-    const float mf = float(s[0] / double(n));
-    t.mf = mf;
-    t.mean_g = float(s[1] / double(n));
-    double c[2];  // Σ(x − μ)², Σg·(x − μ)
-    row_sums<2>(n, c, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
-      vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T, Split>(x, i, m, xv, mf), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
-      for (int h = 0; h < chunk_vectors(m); ++h) {
-        const vf16 xc = xv[h] - mf;
-        acc[h][0] += xc * xc;
-        acc[h][1] += dv[h] * wv[h] * xc;
-      }
-    }, next);
-    t.rs = float(1.0 / std::sqrt(c[0] / double(n) + double(a.eps)));
-    t.k = float(c[1] / double(n)) * t.rs * t.rs;  // mean(g·x̂)·r
-  } else {
-    double s[2];  // Σx², Σg·x
-    row_sums<2>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][2]) {
-      if (m == 32) prefetch_pair<T>(x, i), prefetch_pair<T>(dy, i);
-      vf16 xv[2], dv[2], wv[2];
-      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv), ld_chunk<Wt, Split>(w, i, m, wv);
-      for (int h = 0; h < chunk_vectors(m); ++h) {
+      } else if constexpr (Layer) {
+        acc[h][0] += xv[h], acc[h][1] += dv[h] * wv[h];
+      } else {
         acc[h][0] += xv[h] * xv[h];
         acc[h][1] += dv[h] * wv[h] * xv[h];
       }
-    }, next);
-    t.rs = float(1.0 / std::sqrt(s[0] / double(n) + double(a.eps)));
-    t.k = float(s[1] / double(n)) * t.rs * t.rs;
+    }
   }
-  return t;
+  RowTerms terms(const double (&s)[2], RowStream* next) const {
+    const std::int64_t n = a->x.n;
+    RowTerms t;
+    if constexpr (Saved) {
+      t.rs = a->rstd[row.r];
+      t.mf = mf;
+      t.mean_g = float(s[0] / double(n));
+      t.k = float(s[1] / double(n)) * t.rs * t.rs;
+    } else if constexpr (Layer) {
+      const float m = float(s[0] / double(n));
+      t.mf = m;
+      t.mean_g = float(s[1] / double(n));
+      double c[2];  // pass B: Σ(x − μ)², Σg·(x − μ)
+      const void* x = row.x;
+      const void* dy = row.dy;
+      const void* wt = w;
+      row_sums<2>(n, c, [=](std::int64_t i, int mm, vf16 (&acc)[2][2]) {
+        vf16 xv[2], dv[2], wv[2];
+        ld_chunk<T, Split>(x, i, mm, xv, m), ld_chunk<T, Split>(dy, i, mm, dv), ld_chunk<Wt, Split>(wt, i, mm, wv);
+        for (int h = 0; h < chunk_vectors(mm); ++h) {
+          const vf16 xc = xv[h] - m;
+          acc[h][0] += xc * xc;
+          acc[h][1] += dv[h] * wv[h] * xc;
+        }
+      }, next);
+      t.rs = float(1.0 / std::sqrt(c[0] / double(n) + double(a->eps)));
+      t.k = float(c[1] / double(n)) * t.rs * t.rs;  // mean(g·x̂)·r
+    } else {
+      t.rs = float(1.0 / std::sqrt(s[0] / double(n) + double(a->eps)));
+      t.k = float(s[1] / double(n)) * t.rs * t.rs;
+    }
+    return t;
+  }
+};
+
+// Pass A (and B) of a row on its own: the row's terms.
+template <class A>
+[[gnu::flatten]] RowTerms row_terms(const A& pa, RowStream* next) {
+  double s[2];
+  row_sums<2>(pa.a->x.n, s, [&](std::int64_t i, int m, vf16 (&acc)[2][2]) {
+    if (m == 32) pa.template sums<true>(i, m, acc);
+    else pa.template sums<false>(i, m, acc);
+  }, next);
+  return pa.terms(s, next);
 }
 
-// Pass C of rms/layer over R rows of one row group at once: dx = rs·(g − mean_g − (x − mf)·k),
-// dw += dy·(x − mf)·rs, db += dy, with the group's dw / db partials and w loaded and stored once
-// per chunk for all R rows. Each element's updates come in row order, so any R gives the bits of
-// row by row (R = 1).
-template <DType T, DType Wt, int R, bool Layer, bool Dw, bool Db, bool Split>
-[[gnu::flatten]] void backward_write(const Row (&rows)[R], const RowTerms (&t)[R], const void* w, float* dw, float* db,
-                    std::int64_t n, bool nt, RowStream* next) {
+// Pass C of one rms / layer row: dx = rs·(g − mean_g − (x − mf)·k), dw += dy·(x − mf)·rs,
+// db += dy into the row group's partials. HasNext: beside it, pass A of the next row (pa), whose
+// terms are returned (write_row_beside: the next row's reads from memory overlap this row's
+// work and stores).
+template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasNext, class A>
+[[gnu::flatten]] RowTerms backward_write(const Row& row, const RowTerms& t, const void* w, float* dw, float* db,
+                                         std::int64_t n, bool nt, RowStream* next, const A& pa) {
   // Copies the lambda holds by value (no reloads after each store to dw / db, which the
   // compiler could not tell apart from them).
-  void* dst[R];
-  const void* xs[R];
-  const void* dys[R];
-  float mf[R], rs[R], k[R], krs[R], c[R];
-  for (int j = 0; j < R; ++j) {
-    dst[j] = rows[j].dx, xs[j] = rows[j].x, dys[j] = rows[j].dy;
-    mf[j] = t[j].mf, rs[j] = t[j].rs, k[j] = t[j].k, krs[j] = t[j].k * t[j].rs, c[j] = -t[j].rs * t[j].mean_g;
-  }
+  const void* x = row.x;
+  const void* dy = row.dy;
+  const float mf = t.mf, rs = t.rs, k = t.k, krs = t.k * t.rs, c = -t.rs * t.mean_g;
   // In pair order: the dw / db partials are kept in it (norm_backward_rows puts them back).
-  write_rows_pairs<T, R, true, false, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[R][2]) {
-    vf16 dwv[2] = {}, dbv[2] = {}, wv[2];
+  const auto chunk = [=](std::int64_t i, int m, vf16 (&out)[2]) {
+    vf16 dwv[2] = {}, dbv[2] = {}, wv[2], xv[2], dv[2];
     if constexpr (Dw) ld_chunk<DType::f32>(dw, i, m, dwv);
     if constexpr (Db) ld_chunk<DType::f32>(db, i, m, dbv);
     ld_chunk<Wt, Split>(w, i, m, wv);
-#pragma GCC unroll 4
-    for (int j = 0; j < R; ++j) {
-      vf16 xv[2], dv[2];
-      ld_chunk<T, Split>(xs[j], i, m, xv), ld_chunk<T, Split>(dys[j], i, m, dv);
-      for (int h = 0; h < chunk_vectors(m); ++h) {
-        const vf16 d = dv[h];
-        if constexpr (Db) dbv[h] = dbv[h] + d;
-        vf16 xc = xv[h];
-        if constexpr (Layer) xc -= mf[j];  // exact where x is near the mean
-        if constexpr (Dw) dwv[h] = dwv[h] + d * (xc * rs[j]);
-        // Layer: rs·(g − mean_g − xc·k) = g·rs + (c − xc·krs), c = −rs·mean_g, krs = k·rs: 4
-        // operations for dx where the factored form took 5 (rms, mean_g = 0: 3 either way).
-        if constexpr (Layer) out[j][h] = (d * wv[h]) * rs[j] + (c[j] - xc * krs[j]);
-        else out[j][h] = rs[j] * (d * wv[h] - xc * k[j]);
-      }
+    ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv);
+    for (int h = 0; h < chunk_vectors(m); ++h) {
+      const vf16 d = dv[h];
+      if constexpr (Db) dbv[h] = dbv[h] + d;
+      vf16 xc = xv[h];
+      if constexpr (Layer) xc -= mf;  // exact where x is near the mean
+      if constexpr (Dw) dwv[h] = dwv[h] + d * (xc * rs);
+      // Layer: rs·(g − mean_g − xc·k) = g·rs + (c − xc·krs), c = −rs·mean_g, krs = k·rs: 4
+      // operations for dx where the factored form took 5 (rms, mean_g = 0: 3 either way).
+      if constexpr (Layer) out[h] = (d * wv[h]) * rs + (c - xc * krs);
+      else out[h] = rs * (d * wv[h] - xc * k);
     }
     if constexpr (Dw) st_chunk(dw, i, m, dwv);
     if constexpr (Db) st_chunk(db, i, m, dbv);
-  }, next);
+  };
+  if constexpr (HasNext) {
+    double s[2];
+    write_row_beside<T, true, Split>(row.dx, n, nt, chunk, [&](std::int64_t i, int m, vf16 (&acc)[2][2]) {
+      if (m == 32) pa.template sums<true>(i, m, acc);
+      else pa.template sums<false>(i, m, acc);
+    }, s);
+    return pa.terms(s, next);
+  } else {
+    void* const dst[1] = {row.dx};
+    write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
+      chunk(i, m, out[0]);
+    }, next);
+    return {};
+  }
 }
 
-// R rows of one row group (R = 1: row by row; kBatch: LayerNorm batches, see
-// norm_backward_rows): pass A of each, then one pass C.
-constexpr int kBatch = 4;
-template <DType T, DType Wt, int R, bool Split>
-void norm_backward_pass(const NormBackwardArgs& a, const Row (&rows)[R], const void* w, float* dw, float* db,
-                        bool nt, RowStream* next) {
+// The rms / layer rows [lo, hi) of one thread. Pipelined where dx takes 32-element chunks from
+// each row's start (write_row_beside: rows on a 64-byte boundary, or plain stores): pass C of
+// each row runs beside pass A of the row after it, so the rows stream from memory while the
+// one before is written; the RowStream's prefetch of the rows further ahead is then left out
+// (dev box, bf16 16384×8192 rms without dw: 61 → 75% of copy without it; the two-pass form
+// with it: 65%). Otherwise each row's passes run one after the other, the RowStream ahead.
+// Row r's dw / db go to its group's partial rows (per_group rows a group), zeroed at the
+// group's first row here.
+template <DType T, DType Wt, bool Split, bool Layer, bool Saved, bool Dw, bool Db, class RowAt>
+void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* pdb, std::int64_t lo,
+                   std::int64_t hi, std::int64_t per_group, bool nt, RowStream* next, RowAt row_at) {
+  using A = PassA<T, Wt, Split, Layer, Saved>;
   const std::int64_t n = a.x.n;
-  RowTerms t[R];
-  for (int j = 0; j < R; ++j) t[j] = backward_terms<T, Wt, Split>(a, rows[j], w, next);
-  const int grads = (dw ? 1 : 0) | (db ? 2 : 0);
-  if (a.kind == NormKind::layer) {
-    switch (grads) {
-      case 0: return backward_write<T, Wt, R, true, false, false, Split>(rows, t, w, dw, db, n, nt, next);
-      case 1: return backward_write<T, Wt, R, true, true, false, Split>(rows, t, w, dw, db, n, nt, next);
-      case 2: return backward_write<T, Wt, R, true, false, true, Split>(rows, t, w, dw, db, n, nt, next);
-      default: return backward_write<T, Wt, R, true, true, true, Split>(rows, t, w, dw, db, n, nt, next);
+  const bool pipe = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
+  if (pipe) next = nullptr;
+  RowTerms t;
+  for (std::int64_t r = lo; r < hi; ++r) {
+    const std::int64_t gi = r / per_group;
+    float* dw = Dw ? pdw + gi * n : nullptr;
+    float* db = Db ? pdb + gi * n : nullptr;
+    if (r == lo || r == gi * per_group) {
+      if constexpr (Dw) std::fill_n(dw, n, 0.0f);
+      if constexpr (Db) std::fill_n(db, n, 0.0f);
     }
-  }
-  if constexpr (R == 1) {  // rms: row by row only
-    if (dw) return backward_write<T, Wt, 1, false, true, false, Split>(rows, t, w, dw, db, n, nt, next);
-    backward_write<T, Wt, 1, false, false, false, Split>(rows, t, w, dw, db, n, nt, next);
+    const Row row = row_at(r);
+    const A here(a, row, w);
+    if (!pipe || r == lo) t = row_terms(here, next);
+    if (pipe && r + 1 < hi)
+      t = backward_write<T, Wt, Layer, Dw, Db, Split, true>(row, t, w, dw, db, n, nt, next, A(a, row_at(r + 1), w));
+    else
+      backward_write<T, Wt, Layer, Dw, Db, Split, false>(row, t, w, dw, db, n, nt, next, here);
   }
 }
 
@@ -260,45 +291,49 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
   std::vector<float>& pdb = scratch_db;
   if (a.dweight && pdw.size() < std::size_t(groups * n)) pdw.resize(std::size_t(groups * n));
   if (a.dbias && pdb.size() < std::size_t(groups * n)) pdb.resize(std::size_t(groups * n));
-  // LayerNorm rows in batches of kBatch where that measured faster on this box (bf16, quiet,
-  // same-session A/B: 16384×8192 55–57 → 64%, 4096×4096 57–60 → 64% of the copy roofline), and
-  // while the batch's x and dy stay in L2 (2 MB per core here) from pass A to pass C. Not for
-  // rms (71 → 63–69%, 76 → 69%, 85–88 → 74%) nor rows of 1024 (layer 78–80 → 67–70%): not
-  // understood yet (register pressure of the four rows' terms is the first suspect).
-  const bool batch = a.kind == NormKind::layer && n >= 4096 && kBatch * n * 2 * kElemBytes<T> <= (std::int64_t(1) << 20);
   const bool parallel = groups > 1 && rows * n >= (1 << 15);
 #pragma omp parallel if (parallel)
   {
     // Static contiguous ranges of groups (so of rows); the rows ahead are prefetched.
     const int t = omp_get_thread_num(), nth = omp_get_num_threads();
     const std::int64_t glo = groups * t / nth, ghi = groups * (t + 1) / nth;
+    const std::int64_t lo = std::min(rows, glo * per_group), hi = std::min(rows, ghi * per_group);
     RowStream next;
     next.base[0] = static_cast<const char*>(a.x.data), next.stride[0] = a.x.row_stride * kElemBytes<T>;
     next.base[1] = static_cast<const char*>(a.dy.data), next.stride[1] = a.dy.row_stride * kElemBytes<T>;
     next.row_bytes = n * kElemBytes<T>;
     next.per_row = n * (a.kind == NormKind::layer && !a.rstd ? 3 : 2);
-    next.start(std::min(rows, glo * per_group), std::min(rows, ghi * per_group));
-    for (std::int64_t gi = glo; gi < ghi; ++gi) {
-      float* dw = a.dweight ? pdw.data() + gi * n : nullptr;
-      float* db = a.dbias ? pdb.data() + gi * n : nullptr;
-      if (dw) std::fill(dw, dw + n, 0.0f);
-      if (db) std::fill(db, db + n, 0.0f);
-      const std::int64_t end = std::min(rows, (gi + 1) * per_group);
-      auto row_at = [&](std::int64_t r) {
-        return Row{at<T>(a.x.data, r * a.x.row_stride), at<T>(a.dy.data, r * a.dy.row_stride),
-                   at<T>(a.dx.data, r * a.dx.row_stride), r};
-      };
-      std::int64_t r = gi * per_group;
-      if (batch)
-        for (; r + kBatch <= end; r += kBatch) {
-          const Row batch_rows[kBatch] = {row_at(r), row_at(r + 1), row_at(r + 2), row_at(r + 3)};
-          norm_backward_pass<T, Wt, kBatch, Split>(a, batch_rows, w, dw, db, nt, &next);
-        }
-      for (; r < end; ++r) {
-        const Row one[1] = {row_at(r)};
-        if (norm) norm_backward_pass<T, Wt, 1, Split>(a, one, w, dw, db, nt, &next);
-        else softmax_backward_row<T, Split>(a, one[0], nt, &next);
+    next.start(lo, hi);
+    // Groups past the last row (per_group rounds up) have no rows to zero their partials.
+    for (std::int64_t gi = std::max(glo, per_group == 0 ? 0 : (rows + per_group - 1) / per_group); gi < ghi; ++gi) {
+      if (a.dweight) std::fill_n(pdw.data() + gi * n, n, 0.0f);
+      if (a.dbias) std::fill_n(pdb.data() + gi * n, n, 0.0f);
+    }
+    auto row_at = [&](std::int64_t r) {
+      return Row{at<T>(a.x.data, r * a.x.row_stride), at<T>(a.dy.data, r * a.dy.row_stride),
+                 at<T>(a.dx.data, r * a.dx.row_stride), r};
+    };
+    float* dw = pdw.data();
+    float* db = pdb.data();
+    const auto run = [&]<bool Layer, bool Saved, bool Dw, bool Db>() {
+      backward_rows<T, Wt, Split, Layer, Saved, Dw, Db>(a, w, dw, db, lo, hi, per_group, nt, &next, row_at);
+    };
+    const auto with_grads = [&]<bool Layer, bool Saved>() {
+      if constexpr (Layer) {
+        if (a.dweight && a.dbias) return run.template operator()<Layer, Saved, true, true>();
+        if (a.dbias) return run.template operator()<Layer, Saved, false, true>();
       }
+      if (a.dweight) run.template operator()<Layer, Saved, true, false>();
+      else run.template operator()<Layer, Saved, false, false>();
+    };
+    if (a.kind == NormKind::layer) {
+      if (a.rstd) with_grads.template operator()<true, true>();
+      else with_grads.template operator()<true, false>();
+    } else if (a.kind == NormKind::rms) {
+      if (a.rstd) with_grads.template operator()<false, true>();
+      else with_grads.template operator()<false, false>();
+    } else {
+      for (std::int64_t r = lo; r < hi; ++r) softmax_backward_row<T, Split>(a, row_at(r), nt, &next);
     }
     if (nt) stream_fence();
   }
