@@ -33,26 +33,6 @@
 namespace sixfold::detail {
 namespace {
 
-constexpr std::int64_t kBlock = 1024;
-
-// Σ over the row's chunks in pair order (rows_cpu.hpp, ld_chunk): f(i, m, acc) adds the terms
-// of the chunk at i (m == 32: a pair; m <= 16: in order, zero in lanes ≥ m) into acc[h][k] for
-// its vectors h < chunk_vectors(m); f32 lanes per block of 1024 elements, blocks added in f64.
-// K sums at once.
-template <int K, class F>
-void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
-  for (int k = 0; k < K; ++k) out[k] = 0;
-  for (std::int64_t b = 0; b < n; b += kBlock) {
-    const std::int64_t end = b + std::min(kBlock, n - b);
-    vf16 acc[2][K] = {};
-    std::int64_t i = b;
-    for (; i + 32 <= end; i += 32) f(i, 32, acc);
-    for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc);
-    if (next) next->step(end - b);
-    for (int k = 0; k < K; ++k) out[k] += double(hsum16(acc[0][k] + acc[1][k]));
-  }
-}
-
 struct Row {
   const void* x;   // x (rms/layer) or y (softmax kinds)
   const void* dy;

@@ -627,18 +627,36 @@ inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&&
   }
 }
 
+// Σ over the row's chunks in pair order (ld_chunk): f(i, m, acc) adds the terms of the chunk
+// at i (m == 32: a pair; m <= 16: in order, zero in lanes ≥ m) into acc[h][k] for its vectors
+// h < chunk_vectors(m); f32 lanes per block of kSumBlock elements, blocks added in f64. K sums
+// at once. write_row_beside makes the same sums, with the same bits, beside another pass.
+inline constexpr std::int64_t kSumBlock = 1024;
+template <int K, class F>
+void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
+  for (int k = 0; k < K; ++k) out[k] = 0;
+  for (std::int64_t b = 0; b < n; b += kSumBlock) {
+    const std::int64_t end = b + std::min(kSumBlock, n - b);
+    vf16 acc[2][K] = {};
+    std::int64_t i = b;
+    for (; i + 32 <= end; i += 32) f(i, 32, acc);
+    for (; i < end; i += 16) f(i, int(std::min<std::int64_t>(16, end - i)), acc);
+    if (next) next->step(end - b);
+    for (int k = 0; k < K; ++k) out[k] += double(hsum16(acc[0][k] + acc[1][k]));
+  }
+}
+
 // One row's last pass (c(i, m, v): the chunk at column i with m lanes into v, as
 // write_rows_pairs' g for one row) beside the next row's first pass over memory (a(i, m, acc):
-// its chunk at i added into acc), chunk by chunk in row_sums' order (blocks of 1024 columns:
-// pairs of 32, then the block's tail by 16; kBlock of norm_backward_cpu.cpp): the next row's two
-// sums come out in s with the same bits as a pass of their own, while its loads from memory
-// overlap this row's work and stores. Run one after the other, the first pass read with no
-// stores in flight and the last stored with no reads: a probe of the two patterns (dev box,
-// bf16 16384×8192, two streams in and one out) went from 64 to 81% of copy. nt: dst on a
-// 64-byte boundary (rows_aligned64); c and a see Split's pair order (ld_chunk).
+// its chunk at i added into acc), chunk by chunk in row_sums' order (blocks of kSumBlock
+// columns: pairs of 32, then the block's tail by 16): the next row's two sums come out in s
+// with the bits row_sums gives them, while its loads from memory overlap this row's work and
+// stores. Run one after the other, the first pass read with no stores in flight and the last
+// stored with no reads: a probe of the two patterns (dev box, bf16 16384×8192, two streams in
+// and one out) went from 64 to 81% of copy. nt: dst on a 64-byte boundary (rows_aligned64); c
+// and a see Split's pair order (ld_chunk).
 template <DType T, bool kNanLowZero, bool Split, class C, class A>
 inline void write_row_beside(void* dst, std::int64_t n, bool nt, C&& c, A&& a, double (&s)[2]) {
-  constexpr std::int64_t kSumBlock = 1024;
   s[0] = s[1] = 0;
   for (std::int64_t b = 0; b < n; b += kSumBlock) {
     const std::int64_t end = b + std::min(kSumBlock, n - b);
