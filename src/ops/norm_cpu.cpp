@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "norm_entries.hpp"
@@ -220,6 +221,92 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
   }
 }
 
+// Pass A of a forward rms / layer row read from memory, in row_sums' chunks: Σx² (rms), or
+// Σ(x − K) and Σ(x − K)² about K = the mean of its first (up to) 64 elements (layer).
+template <DType T, bool Split, bool Layer>
+struct FwdSums {
+  const void* x;
+  float k = 0.f;
+  FwdSums(const void* row, std::int64_t n) : x(row) {
+    if constexpr (Layer) {
+      const std::int64_t nk = std::min<std::int64_t>(n, 64);
+      k = float(row_sum<T, false>(row, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
+    }
+  }
+  void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
+    const auto add = [&](vf16 v, vf16 (&a)[2]) {
+      if constexpr (Layer) v -= k, a[0] += v, a[1] += v * v;
+      else a[0] += v * v;
+    };
+    vf16 v[2];
+    if (m == 32) {
+      prefetch_pair<T>(x, i);
+      ld_chunk<T, Split>(x, i, 32, v);
+      add(v[0], acc[0]), add(v[1], acc[1]);
+    } else {
+      ld_chunk<T, Split>(x, i, m, v, k);  // padded lanes add 0
+      add(v[0], acc[0]);
+    }
+  }
+};
+
+// A forward rms / layer row's (mean, rstd) from its FwdSums (layer: the exact Σ(x − μ)² from
+// cache where the shift K was too far from the mean, as norm_row).
+template <DType T, bool Layer>
+std::pair<float, float> fwd_stats(const void* x, std::int64_t n, float k, const double (&s)[2], float eps) {
+  if constexpr (!Layer) {
+    return {0.f, float(1.0 / std::sqrt(s[0] / double(n) + double(eps)))};
+  } else {
+    const double d = s[0] / double(n), mean = double(k) + d;
+    double var = s[1] / double(n) - d * d;
+    const float mf = float(mean);
+    if (!(d * d <= var))
+      var = row_sum<T, false>(x, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr) / double(n);
+    return {mf, float(1.0 / std::sqrt(var + double(eps)))};
+  }
+}
+
+// The rms / layer rows [lo, hi) (no residual), pipelined as the backward's (norm_backward_cpu.cpp,
+// backward_rows): the rewrite of each row (pass C) beside pass A of the next (write_row_beside),
+// so that the next row's reads from memory overlap this row's work and stores. Rows whose
+// output chunks start at the row's start only (rows_aligned64, or plain stores).
+template <DType T, DType W, bool Split, bool Layer>
+[[gnu::flatten]] void norm_rows_piped(const NormArgs& a, const Ctx& c, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t n = a.x.n;
+  const auto row_x = [&](std::int64_t r) { return at<T>(a.x.data, r * a.x.row_stride); };
+  if (lo >= hi) return;
+  FwdSums<T, Split, Layer> cur(row_x(lo), n);
+  double s[2];
+  row_sums<2>(n, s, cur, nullptr);
+  auto [mf, rs] = fwd_stats<T, Layer>(cur.x, n, cur.k, s, c.eps);
+  const void* w = c.w;
+  const void* b = c.b;
+  for (std::int64_t r = lo; r < hi; ++r) {
+    c.save(r, mf, rs);
+    const void* x = row_x(r);
+    void* y = at<T>(a.out.data, r * a.out.row_stride);
+    const auto chunk = [=, mf = mf, rs = rs](std::int64_t i, int m, vf16 (&out)[2]) {
+      vf16 xv[2], wv[2], bv[2];
+      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<W, Split>(w, i, m, wv);
+      if constexpr (Layer) ld_chunk<W, Split>(b, i, m, bv);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        if constexpr (Layer) out[h] = (xv[h] - mf) * rs * wv[h] + bv[h];
+        else out[h] = xv[h] * rs * wv[h];
+      }
+    };
+    if (r + 1 < hi) {
+      const FwdSums<T, Split, Layer> nxt(row_x(r + 1), n);
+      write_row_beside<T, true, Split>(y, n, c.nt, chunk, nxt, s);
+      std::tie(mf, rs) = fwd_stats<T, Layer>(nxt.x, n, nxt.k, s, c.eps);
+    } else {
+      void* const out1[1] = {y};
+      write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
+        chunk(i, m, out[0]);
+      }, nullptr);
+    }
+  }
+}
+
 template <DType T>
 void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* buf, std::int64_t n,
                  RowStream* next) {
@@ -287,6 +374,10 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
     // Passes over a row that step the prefetch (see norm_row, softmax_row, add_pass).
     next.per_row = n * (2 + (a.kind == NormKind::softmax || a.kind == NormKind::log_softmax ? 1 : 0) + (add ? 1 : 0));
     next.start(lo, hi);
+    if (norm && !add && (!c.nt || rows_aligned64<T>(a.out.data, a.out.row_stride, rows))) {
+      if (a.kind == NormKind::layer) norm_rows_piped<T, W, Split, true>(a, c, lo, hi);
+      else norm_rows_piped<T, W, Split, false>(a, c, lo, hi);
+    } else
     for (std::int64_t r = lo; r < hi; ++r) {
       const void* x = at<T>(a.x.data, r * a.x.row_stride);
       void* y = at<T>(a.out.data, r * a.out.row_stride);
