@@ -183,48 +183,63 @@ TEST(Norm, CpuMatchesReference) {
 
 // A row's output and statistics depend on that row only: computed among others (where the CPU
 // runs each row's rewrite beside the next row's pass over memory, write_row_beside) they have
-// the bits they have alone; rows with a far head (LayerNorm's exact second pass) included.
+// the bits they have alone; rows with a far head (LayerNorm's exact second pass) and the fused
+// residual add (its sum too) included.
 TEST(Norm, CpuRowsIndependentOfTheirNeighbours) {
   std::normal_distribution<double> nd(0.5, 2.0);
-  for (NormKind k : {NormKind::rms, NormKind::layer})
-    for (DType t : {DType::f32, DType::bf16, DType::f16})
-      for (std::int64_t n : {1, 33, 1000, 1057, 4097}) {
-        SCOPED_TRACE(describe({k, t, 7, n}));
-        const std::int64_t rows = 7;
-        std::vector<double> x(static_cast<std::size_t>(rows * n)), w(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n));
-        for (auto& v : x) v = nd(engine());
-        for (std::int64_t i = 0; i < std::min<std::int64_t>(n, 64); ++i) x[std::size_t(2 * n + i)] += 100.0;
-        for (auto& v : w) v = nd(engine());
-        for (auto& v : b) v = nd(engine());
-        const auto xb = encode(t, x, rows, n, n), wb = encode(t, w, 1, n, n), bb = encode(t, b, 1, n, n);
-        const std::size_t es = std::size_t(dtype_bits(t) / 8), row_bytes = std::size_t(n) * es;
-        const auto run = [&](const std::uint8_t* xs, std::int64_t r) {
-          std::vector<std::uint8_t> out(std::size_t(r) * row_bytes, 0xff);
-          std::vector<float> mean(static_cast<std::size_t>(r)), rstd(static_cast<std::size_t>(r));
-          const TensorView tx = TensorView::contiguous(const_cast<std::uint8_t*>(xs), t, {r, n});
-          const TensorView to = TensorView::contiguous(out.data(), t, {r, n});
-          const TensorView tw = TensorView::contiguous(const_cast<std::uint8_t*>(wb.data()), t, {n});
-          const TensorView tb = TensorView::contiguous(const_cast<std::uint8_t*>(bb.data()), t, {n});
-          NormStats st{TensorView::contiguous(mean.data(), DType::f32, {r}), TensorView::contiguous(rstd.data(), DType::f32, {r})};
-          if (k == NormKind::rms) st.mean = TensorView{}, rms_norm(tx, tw, to, {1e-5f}, {}, st);
-          else layer_norm(tx, tw, tb, to, {1e-5f}, {}, st);
-          out.resize(out.size() + std::size_t(r) * 8);
-          std::memcpy(out.data() + std::size_t(r) * row_bytes, mean.data(), std::size_t(r) * 4);
-          std::memcpy(out.data() + std::size_t(r) * row_bytes + std::size_t(r) * 4, rstd.data(), std::size_t(r) * 4);
-          return out;
-        };
-        const auto all = run(xb.data(), rows);
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const auto alone = run(xb.data() + std::size_t(r) * row_bytes, 1);
-          ASSERT_EQ(std::memcmp(alone.data(), all.data() + std::size_t(r) * row_bytes, row_bytes), 0) << "row " << r;
-          if (k == NormKind::layer) {
-            ASSERT_EQ(std::memcmp(alone.data() + row_bytes, all.data() + std::size_t(rows) * row_bytes + std::size_t(r) * 4, 4), 0)
-                << "mean of row " << r;
+  for (bool add : {false, true})
+    for (NormKind k : {NormKind::rms, NormKind::layer})
+      for (DType t : {DType::f32, DType::bf16, DType::f16})
+        for (std::int64_t n : {1, 33, 1000, 1057, 4097}) {
+          SCOPED_TRACE(describe({k, t, 7, n}) + (add ? " with a residual" : ""));
+          const std::int64_t rows = 7;
+          std::vector<double> x(static_cast<std::size_t>(rows * n)), res(x.size()), w(static_cast<std::size_t>(n)),
+              b(static_cast<std::size_t>(n));
+          for (auto& v : x) v = nd(engine());
+          for (auto& v : res) v = nd(engine());
+          for (std::int64_t i = 0; i < std::min<std::int64_t>(n, 64); ++i) x[std::size_t(2 * n + i)] += 100.0;
+          for (auto& v : w) v = nd(engine());
+          for (auto& v : b) v = nd(engine());
+          const auto xb = encode(t, x, rows, n, n), rb = encode(t, res, rows, n, n);
+          const auto wb = encode(t, w, 1, n, n), bb = encode(t, b, 1, n, n);
+          const std::size_t es = std::size_t(dtype_bits(t) / 8), row_bytes = std::size_t(n) * es;
+          // Row r0 onwards, r rows: y, then the sum (with a residual), then mean and rstd (f32).
+          const auto run = [&](std::int64_t r0, std::int64_t r) {
+            const std::size_t yb = std::size_t(r) * row_bytes;
+            std::vector<std::uint8_t> out(2 * yb + std::size_t(r) * 8, 0xff);
+            std::vector<float> mean(static_cast<std::size_t>(r)), rstd(static_cast<std::size_t>(r));
+            auto view = [&](const std::uint8_t* p, Shape sh) { return TensorView::contiguous(const_cast<std::uint8_t*>(p), t, sh); };
+            const TensorView tx = view(xb.data() + std::size_t(r0) * row_bytes, {r, n});
+            const TensorView tr = view(rb.data() + std::size_t(r0) * row_bytes, {r, n});
+            const TensorView to = view(out.data(), {r, n}), ts = view(out.data() + yb, {r, n});
+            const TensorView tw = view(wb.data(), {n}), tb = view(bb.data(), {n});
+            NormStats st{TensorView::contiguous(mean.data(), DType::f32, {r}), TensorView::contiguous(rstd.data(), DType::f32, {r})};
+            if (k == NormKind::rms) st.mean = TensorView{};
+            if (k == NormKind::rms && add) add_rms_norm(tx, tr, tw, to, ts, {1e-5f}, {}, st);
+            else if (k == NormKind::rms) rms_norm(tx, tw, to, {1e-5f}, {}, st);
+            else if (add) add_layer_norm(tx, tr, tw, tb, to, ts, {1e-5f}, {}, st);
+            else layer_norm(tx, tw, tb, to, {1e-5f}, {}, st);
+            std::memcpy(out.data() + 2 * yb, mean.data(), std::size_t(r) * 4);
+            std::memcpy(out.data() + 2 * yb + std::size_t(r) * 4, rstd.data(), std::size_t(r) * 4);
+            return out;
+          };
+          const auto all = run(0, rows);
+          const std::size_t ally = std::size_t(rows) * row_bytes;
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const auto alone = run(r, 1);
+            const std::size_t at_r = std::size_t(r) * row_bytes;
+            ASSERT_EQ(std::memcmp(alone.data(), all.data() + at_r, row_bytes), 0) << "y of row " << r;
+            if (add) {
+              ASSERT_EQ(std::memcmp(alone.data() + row_bytes, all.data() + ally + at_r, row_bytes), 0) << "sum of row " << r;
+            }
+            if (k == NormKind::layer) {
+              ASSERT_EQ(std::memcmp(alone.data() + 2 * row_bytes, all.data() + 2 * ally + std::size_t(r) * 4, 4), 0)
+                  << "mean of row " << r;
+            }
+            ASSERT_EQ(std::memcmp(alone.data() + 2 * row_bytes + 4, all.data() + 2 * ally + std::size_t(rows + r) * 4, 4), 0)
+                << "rstd of row " << r;
           }
-          ASSERT_EQ(std::memcmp(alone.data() + row_bytes + 4, all.data() + std::size_t(rows) * (row_bytes + 4) + std::size_t(r) * 4, 4), 0)
-              << "rstd of row " << r;
         }
-      }
 }
 
 TEST(Norm, CudaMatchesReference) {

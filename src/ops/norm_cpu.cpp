@@ -307,6 +307,105 @@ template <DType T, DType W, bool Split, bool Layer>
   }
 }
 
+// Pass A of a fused-add row: s = x + residual rounded to T, written to sum_out (plain or
+// non-temporal stores, as write_row_beside's) and to buf (f32, pair order), with its sums as
+// FwdSums' (K: the mean of s's first (up to) 64 elements).
+template <DType T, bool Split, bool Layer>
+struct AddSums {
+  const void* x;
+  const void* res;
+  void* sum_out;
+  float* buf;
+  bool nt;
+  float k = 0.f;
+  AddSums(const void* xr, const void* rr, void* so, float* b, std::int64_t n, bool stream)
+      : x(xr), res(rr), sum_out(so), buf(b), nt(stream) {
+    if constexpr (Layer) {
+      const std::int64_t nk = std::min<std::int64_t>(n, 64);
+      vf16 a{};
+      for (std::int64_t i = 0; i < nk; i += 16) {
+        const int m = int(std::min<std::int64_t>(16, nk - i));
+        a += vround_pair<T>(ld<T>(x, i, m) + ld<T>(res, i, m));
+      }
+      k = float(double(hsum16(a)) / double(nk));
+    }
+  }
+  void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
+    const auto add = [&](vf16 v, vf16 (&a)[2]) {
+      if constexpr (Layer) v -= k, a[0] += v, a[1] += v * v;
+      else a[0] += v * v;
+    };
+    vf16 xv[2], rv[2], s[2];
+    if (m == 32) {
+      prefetch_pair<T>(x, i), prefetch_pair<T>(res, i);
+      ld_chunk<T, Split>(x, i, 32, xv), ld_chunk<T, Split>(res, i, 32, rv);
+      s[0] = vround_pair<T>(xv[0] + rv[0]), s[1] = vround_pair<T>(xv[1] + rv[1]);
+      if constexpr (kPairSplit<T, Split>) vstore_pair<T, true, true>(at<T>(sum_out, i), s[0], s[1], nt);
+      else vstore2<T, true>(at<T>(sum_out, i), s[0], s[1], nt);
+      add(s[0], acc[0]), add(s[1], acc[1]);
+    } else {
+      ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(res, i, m, rv);
+      s[0] = vround_pair<T>(xv[0] + rv[0]);
+      st_chunk(buf, i, m, s);
+      if (m == 16) {
+        vstore<T>(at<T>(sum_out, i), s[0]);
+        add(s[0], acc[0]);
+      } else {
+        vstore_part<T>(at<T>(sum_out, i), m, s[0]);
+        add(ld<DType::f32>(buf, i, m, k), acc[0]);  // padded lanes K: they add 0
+      }
+      return;
+    }
+    st_chunk(buf, i, m, s);
+  }
+};
+
+// The fused-add rows [lo, hi), pipelined as norm_rows_piped: the rewrite of row r from its f32
+// buffer beside pass A of row r + 1 (AddSums: the add, sum_out, the other buffer, the sums).
+template <DType T, DType W, bool Split, bool Layer>
+[[gnu::flatten]] void add_rows_piped(const NormArgs& a, const Ctx& c, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t n = a.x.n;
+  if (lo >= hi) return;
+  std::vector<float> buffers(2 * std::size_t(n));
+  const auto sums_of = [&](std::int64_t r, float* buf) {
+    return AddSums<T, Split, Layer>(at<T>(a.x.data, r * a.x.row_stride), at<T>(a.residual.data, r * a.residual.row_stride),
+                                    at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf, n, c.nt);
+  };
+  float* cur = buffers.data();
+  float* nxt = cur + n;
+  const auto first = sums_of(lo, cur);
+  double s[2];
+  row_sums<2>(n, s, first, nullptr);
+  auto [mf, rs] = fwd_stats<DType::f32, Layer>(cur, n, first.k, s, c.eps);
+  const void* w = c.w;
+  const void* b = c.b;
+  for (std::int64_t r = lo; r < hi; ++r) {
+    c.save(r, mf, rs);
+    void* y = at<T>(a.out.data, r * a.out.row_stride);
+    const float* src = cur;
+    const auto chunk = [=, mf = mf, rs = rs](std::int64_t i, int m, vf16 (&out)[2]) {
+      vf16 xv[2], wv[2], bv[2];
+      ld_chunk<DType::f32, Split>(src, i, m, xv), ld_chunk<W, Split>(w, i, m, wv);
+      if constexpr (Layer) ld_chunk<W, Split>(b, i, m, bv);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        if constexpr (Layer) out[h] = (xv[h] - mf) * rs * wv[h] + bv[h];
+        else out[h] = xv[h] * rs * wv[h];
+      }
+    };
+    if (r + 1 < hi) {
+      const auto next_row = sums_of(r + 1, nxt);
+      write_row_beside<T, true, Split>(y, n, c.nt, chunk, next_row, s);
+      std::tie(mf, rs) = fwd_stats<DType::f32, Layer>(nxt, n, next_row.k, s, c.eps);
+      std::swap(cur, nxt);
+    } else {
+      void* const out1[1] = {y};
+      write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
+        chunk(i, m, out[0]);
+      }, nullptr);
+    }
+  }
+}
+
 template <DType T>
 void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* buf, std::int64_t n,
                  RowStream* next) {
@@ -374,8 +473,11 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
     // Passes over a row that step the prefetch (see norm_row, softmax_row, add_pass).
     next.per_row = n * (2 + (a.kind == NormKind::softmax || a.kind == NormKind::log_softmax ? 1 : 0) + (add ? 1 : 0));
     next.start(lo, hi);
-    if (norm && !add && (!c.nt || rows_aligned64<T>(a.out.data, a.out.row_stride, rows))) {
-      if (a.kind == NormKind::layer) norm_rows_piped<T, W, Split, true>(a, c, lo, hi);
+    if (norm && (!c.nt || (rows_aligned64<T>(a.out.data, a.out.row_stride, rows) &&
+                           (!add || rows_aligned64<T>(a.sum_out.data, a.sum_out.row_stride, rows))))) {
+      if (add && a.kind == NormKind::layer) add_rows_piped<T, W, Split, true>(a, c, lo, hi);
+      else if (add) add_rows_piped<T, W, Split, false>(a, c, lo, hi);
+      else if (a.kind == NormKind::layer) norm_rows_piped<T, W, Split, true>(a, c, lo, hi);
       else norm_rows_piped<T, W, Split, false>(a, c, lo, hi);
     } else
     for (std::int64_t r = lo; r < hi; ++r) {
