@@ -209,39 +209,58 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   }
 }
 
-template <DType T, bool Split>
-[[gnu::flatten]] void softmax_backward_row(const NormBackwardArgs& a, const Row& row, bool nt, RowStream* next) {
-  const std::int64_t n = a.x.n;
-  const void* y = row.x;
-  const void* dy = row.dy;
-  void* const dst[1] = {row.dx};
-  double s[1];
-  if (a.kind == NormKind::softmax) {
-    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][1]) {
-      if (m == 32) prefetch_pair<T>(y, i), prefetch_pair<T>(dy, i);
-      vf16 yv[2], dv[2];
-      ld_chunk<T, Split>(y, i, m, yv), ld_chunk<T, Split>(dy, i, m, dv);
-      for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += dv[h] * yv[h];
-    }, next);
+// Pass A of a softmax-kind row: Σdy·y (softmax) or Σdy (log_softmax), in row_sums' chunks.
+template <DType T, bool Split, bool Log>
+struct SoftmaxSums {
+  const void* y;
+  const void* dy;
+  void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
+    vf16 yv[2], dv[2];
+    if (m == 32) {
+      prefetch_pair<T>(dy, i);
+      if constexpr (!Log) prefetch_pair<T>(y, i);
+    }
+    ld_chunk<T, Split>(dy, i, m, dv);
+    if constexpr (!Log) ld_chunk<T, Split>(y, i, m, yv);
+    if (m == 32) {
+      for (int h = 0; h < 2; ++h) acc[h][0] += Log ? dv[h] : dv[h] * yv[h];
+    } else {
+      acc[0][0] += Log ? dv[0] : dv[0] * yv[0];
+    }
+  }
+};
+
+// The softmax-kind rows [lo, hi) of one thread, pipelined as backward_rows: dx = y·(dy − Σdy·y)
+// (softmax) or dy − exp(y)·Σdy (log_softmax) of each row beside pass A of the next.
+template <DType T, bool Split, bool Log, class RowAt>
+[[gnu::flatten]] void softmax_backward_rows(std::int64_t n, std::int64_t lo, std::int64_t hi, bool nt, RowStream* next,
+                                            bool pipe, RowAt row_at) {
+  using A = SoftmaxSums<T, Split, Log>;
+  double s[2];
+  if (pipe) next = nullptr;
+  for (std::int64_t r = lo; r < hi; ++r) {
+    const Row row = row_at(r);
+    if (!pipe || r == lo) row_sums<2>(n, s, A{row.x, row.dy}, next);
     const float sf = float(s[0]);
-    write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
+    const void* y = row.x;
+    const void* dy = row.dy;
+    const auto chunk = [=](std::int64_t i, int m, vf16 (&out)[2]) {
       vf16 yv[2], dv[2];
       ld_chunk<T, Split>(y, i, m, yv), ld_chunk<T, Split>(dy, i, m, dv);
-      for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = yv[h] * (dv[h] - sf);
-    }, next);
-  } else {
-    row_sums<1>(n, s, [=](std::int64_t i, int m, vf16 (&acc)[2][1]) {
-      if (m == 32) prefetch_pair<T>(y, i), prefetch_pair<T>(dy, i);
-      vf16 dv[2];
-      ld_chunk<T, Split>(dy, i, m, dv);
-      for (int h = 0; h < chunk_vectors(m); ++h) acc[h][0] += dv[h];
-    }, next);
-    const float sf = float(s[0]);
-    write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [=](std::int64_t i, int m, vf16 (&out)[1][2]) {
-      vf16 yv[2], dv[2];
-      ld_chunk<T, Split>(y, i, m, yv), ld_chunk<T, Split>(dy, i, m, dv);
-      for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = dv[h] - vexp(yv[h]) * sf;
-    }, next);
+      for (int h = 0; h < chunk_vectors(m); ++h) {
+        if constexpr (Log) out[h] = dv[h] - vexp(yv[h]) * sf;
+        else out[h] = yv[h] * (dv[h] - sf);
+      }
+    };
+    if (pipe && r + 1 < hi) {
+      const Row after = row_at(r + 1);
+      write_row_beside<T, true, Split>(row.dx, n, nt, chunk, A{after.x, after.dy}, s);
+    } else {
+      void* const dst[1] = {row.dx};
+      write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
+        chunk(i, m, out[0]);
+      }, next);
+    }
   }
 }
 
@@ -313,7 +332,9 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
       if (a.rstd) with_grads.template operator()<false, true>();
       else with_grads.template operator()<false, false>();
     } else {
-      for (std::int64_t r = lo; r < hi; ++r) softmax_backward_row<T, Split>(a, row_at(r), nt, &next);
+      const bool pipe = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, rows);
+      if (a.kind == NormKind::softmax) softmax_backward_rows<T, Split, false>(n, lo, hi, nt, &next, pipe, row_at);
+      else softmax_backward_rows<T, Split, true>(n, lo, hi, nt, &next, pipe, row_at);
     }
     if (nt) stream_fence();
   }
