@@ -383,7 +383,7 @@ std::vector<BwdCase> bwd_cases(bool streamed = false) {
       all.push_back({k, t, 70, 1024, true, false, 0, 2});      // many rows, dx = x
       all.push_back({k, t, 5, 30000, true, true, 2, 0});       // long strided rows, f32 grads
       all.push_back({k, t, 300, 96, true, false});             // short rows, many row groups
-      if (k == NormKind::layer) {  // row groups of 5: the CPU's batches of 4 rows, then one
+      if (k == NormKind::layer) {  // row groups of 5: the CPU pipelines rows across groups
         all.push_back({k, t, 261, 4096, true, false, 3, 2});                  // strided, dx = x
         all.push_back({k, t, 261, 4096, true, true, 0, 1, 1.0, false, 1});   // dx = dy, saved
       }
