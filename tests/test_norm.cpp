@@ -204,7 +204,7 @@ TEST(Norm, CpuRowsIndependentOfTheirNeighbours) {
           const auto wb = encode(t, w, 1, n, n), bb = encode(t, b, 1, n, n);
           const std::size_t es = std::size_t(dtype_bits(t) / 8), row_bytes = std::size_t(n) * es;
           // Row r0 onwards, r rows: y, then the sum (with a residual), then mean and rstd (f32).
-          const auto run = [&](std::int64_t r0, std::int64_t r) {
+          const auto run = [&](std::int64_t r0, std::int64_t r, bool with_add, const std::vector<std::uint8_t>& xb) {
             const std::size_t yb = std::size_t(r) * row_bytes;
             std::vector<std::uint8_t> out(2 * yb + std::size_t(r) * 8, 0xff);
             std::vector<float> mean(static_cast<std::size_t>(r)), rstd(static_cast<std::size_t>(r));
@@ -215,18 +215,25 @@ TEST(Norm, CpuRowsIndependentOfTheirNeighbours) {
             const TensorView tw = view(wb.data(), {n}), tb = view(bb.data(), {n});
             NormStats st{TensorView::contiguous(mean.data(), DType::f32, {r}), TensorView::contiguous(rstd.data(), DType::f32, {r})};
             if (k == NormKind::rms) st.mean = TensorView{};
-            if (k == NormKind::rms && add) add_rms_norm(tx, tr, tw, to, ts, {1e-5f}, {}, st);
+            if (k == NormKind::rms && with_add) add_rms_norm(tx, tr, tw, to, ts, {1e-5f}, {}, st);
             else if (k == NormKind::rms) rms_norm(tx, tw, to, {1e-5f}, {}, st);
-            else if (add) add_layer_norm(tx, tr, tw, tb, to, ts, {1e-5f}, {}, st);
+            else if (with_add) add_layer_norm(tx, tr, tw, tb, to, ts, {1e-5f}, {}, st);
             else layer_norm(tx, tw, tb, to, {1e-5f}, {}, st);
             std::memcpy(out.data() + 2 * yb, mean.data(), std::size_t(r) * 4);
             std::memcpy(out.data() + 2 * yb + std::size_t(r) * 4, rstd.data(), std::size_t(r) * 4);
             return out;
           };
-          const auto all = run(0, rows);
+          const auto all = run(0, rows, add, xb);
           const std::size_t ally = std::size_t(rows) * row_bytes;
+          if (add) {  // the fused add's y and statistics are the norm's of its sum, bit for bit
+            const std::vector<std::uint8_t> sum(all.begin() + std::ptrdiff_t(ally), all.begin() + std::ptrdiff_t(2 * ally));
+            const auto of_sum = run(0, rows, false, sum);
+            ASSERT_EQ(std::memcmp(of_sum.data(), all.data(), ally), 0) << "y against the norm of the sum";
+            ASSERT_EQ(std::memcmp(of_sum.data() + 2 * ally, all.data() + 2 * ally, std::size_t(rows) * 8), 0)
+                << "statistics against the norm's of the sum";
+          }
           for (std::int64_t r = 0; r < rows; ++r) {
-            const auto alone = run(r, 1);
+            const auto alone = run(r, 1, add, xb);
             const std::size_t at_r = std::size_t(r) * row_bytes;
             ASSERT_EQ(std::memcmp(alone.data(), all.data() + at_r, row_bytes), 0) << "y of row " << r;
             if (add) {

@@ -221,17 +221,25 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
   }
 }
 
+// LayerNorm's shift K: the mean of a row's first (up to) 64 elements, v(i, m) giving the 16 at i
+// (lanes ≥ m zero), in one chain — the same bits whether the row is read (FwdSums) or made
+// (AddSums): add_layer_norm's statistics are layer_norm's of its sum.
+template <class V>
+float head_mean(std::int64_t n, V v) {
+  const std::int64_t nk = std::min<std::int64_t>(n, 64);
+  vf16 a{};
+  for (std::int64_t i = 0; i < nk; i += 16) a += v(i, int(std::min<std::int64_t>(16, nk - i)));
+  return float(double(hsum16(a)) / double(nk));
+}
+
 // Pass A of a forward rms / layer row read from memory, in row_sums' chunks: Σx² (rms), or
-// Σ(x − K) and Σ(x − K)² about K = the mean of its first (up to) 64 elements (layer).
+// Σ(x − K) and Σ(x − K)² about K = head_mean (layer).
 template <DType T, bool Split, bool Layer>
 struct FwdSums {
   const void* x;
   float k = 0.f;
   FwdSums(const void* row, std::int64_t n) : x(row) {
-    if constexpr (Layer) {
-      const std::int64_t nk = std::min<std::int64_t>(n, 64);
-      k = float(row_sum<T, false>(row, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
-    }
+    if constexpr (Layer) k = head_mean(n, [&](std::int64_t i, int m) { return ld<T>(row, i, m); });
   }
   void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
     const auto add = [&](vf16 v, vf16 (&a)[2]) {
@@ -324,15 +332,8 @@ struct AddSums {
   float k = 0.f;
   AddSums(const void* xr, const void* rr, void* so, float* b, std::int64_t n, bool stream)
       : x(xr), res(rr), sum_out(so), buf(b), nt(stream) {
-    if constexpr (Layer) {
-      const std::int64_t nk = std::min<std::int64_t>(n, 64);
-      vf16 a{};
-      for (std::int64_t i = 0; i < nk; i += 16) {
-        const int m = int(std::min<std::int64_t>(16, nk - i));
-        a += vround_pair<T>(ld<T>(x, i, m) + ld<T>(res, i, m));
-      }
-      k = float(double(hsum16(a)) / double(nk));
-    }
+    if constexpr (Layer)
+      k = head_mean(n, [&](std::int64_t i, int m) { return vround_pair<T>(ld<T>(x, i, m) + ld<T>(res, i, m)); });
   }
   void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
     const auto add = [&](vf16 v, vf16 (&a)[2]) {
