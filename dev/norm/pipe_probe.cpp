@@ -19,15 +19,16 @@ static inline __m512 lo(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi3
 static inline __m512 hi(__m512i v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u)))); }
 static inline float hs(__m512 v) { return _mm512_reduce_add_ps(v); }
 static int PF = 4096;
+static inline void passA_chunk(const u16* x, const u16* d, long i, __m512 (&a)[4]) {
+  _mm_prefetch((const char*)(x + i) + PF, _MM_HINT_T0); _mm_prefetch((const char*)(d + i) + PF, _MM_HINT_T0);
+  __m512i xv = _mm512_loadu_si512(x + i), dv = _mm512_loadu_si512(d + i);
+  a[0] = _mm512_fmadd_ps(lo(xv), lo(dv), a[0]); a[1] = _mm512_fmadd_ps(hi(xv), hi(dv), a[1]);
+  a[2] = _mm512_add_ps(lo(dv), a[2]); a[3] = _mm512_add_ps(hi(dv), a[3]);
+}
 float passA(const u16* x, const u16* d, long n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (long i = 0; i < n; i += 32) {
-    _mm_prefetch((const char*)(x + i) + PF, _MM_HINT_T0); _mm_prefetch((const char*)(d + i) + PF, _MM_HINT_T0);
-    __m512i xv = _mm512_loadu_si512(x + i), dv = _mm512_loadu_si512(d + i);
-    a0 = _mm512_fmadd_ps(lo(xv), lo(dv), a0); a1 = _mm512_fmadd_ps(hi(xv), hi(dv), a1);
-    a2 = _mm512_add_ps(lo(dv), a2); a3 = _mm512_add_ps(hi(dv), a3);
-  }
-  return hs(a0) + hs(a1) + hs(a2) + hs(a3);
+  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (long i = 0; i < n; i += 32) passA_chunk(x, d, i, a);
+  return hs(a[0]) + hs(a[1]) + hs(a[2]) + hs(a[3]);
 }
 static inline void passC_chunk(const u16* x, const u16* d, u16* o, long i, const float* w, float k, float rs) {
   __m512i xv = _mm512_loadu_si512(x + i), dv = _mm512_loadu_si512(d + i);
@@ -71,15 +72,12 @@ int main(int argc, char** argv) {
           const u16* x = X[s] + r * n; const u16* d = D[s] + r * n; u16* o = O[s] + r * n;
           if (r + 1 < hi_) {
             const u16* x1 = x + n; const u16* d1 = d + n;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
             for (long i = 0; i < n; i += 32) {
-              _mm_prefetch((const char*)(x1 + i) + PF, _MM_HINT_T0); _mm_prefetch((const char*)(d1 + i) + PF, _MM_HINT_T0);
-              __m512i xv = _mm512_loadu_si512(x1 + i), dv = _mm512_loadu_si512(d1 + i);
-              a0 = _mm512_fmadd_ps(lo(xv), lo(dv), a0); a1 = _mm512_fmadd_ps(hi(xv), hi(dv), a1);
-              a2 = _mm512_add_ps(lo(dv), a2); a3 = _mm512_add_ps(hi(dv), a3);
+              passA_chunk(x1, d1, i, a);
               passC_chunk(x, d, o, i, w.data(), k, 0.5f);
             }
-            k = (hs(a0) + hs(a1) + hs(a2) + hs(a3)) * 1e-9f;
+            k = (hs(a[0]) + hs(a[1]) + hs(a[2]) + hs(a[3])) * 1e-9f;
           } else passC(x, d, o, n, w.data(), k, 0.5f);
         }
       } else {  // single pass (no re-read): the streaming ceiling

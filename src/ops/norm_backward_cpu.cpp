@@ -167,10 +167,7 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
     }, s);
     return pa.terms(s, next);
   } else {
-    void* const dst[1] = {row.dx};
-    write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
-      chunk(i, m, out[0]);
-    }, next);
+    write_row_pairs<T, true, Split>(row.dx, n, nt, chunk, next);
     return {};
   }
 }
@@ -185,10 +182,9 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
 // group's first row here.
 template <DType T, DType Wt, bool Split, bool Layer, bool Saved, bool Dw, bool Db, class RowAt>
 void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* pdb, std::int64_t lo,
-                   std::int64_t hi, std::int64_t per_group, bool nt, RowStream* next, RowAt row_at) {
+                   std::int64_t hi, std::int64_t per_group, bool nt, bool pipe, RowStream* next, RowAt row_at) {
   using A = PassA<T, Wt, Split, Layer, Saved>;
   const std::int64_t n = a.x.n;
-  const bool pipe = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
   if (pipe) next = nullptr;
   RowTerms t;
   for (std::int64_t r = lo; r < hi; ++r) {
@@ -256,18 +252,16 @@ template <DType T, bool Split, bool Log, class RowAt>
       const Row after = row_at(r + 1);
       write_row_beside<T, true, Split>(row.dx, n, nt, chunk, A{after.x, after.dy}, s);
     } else {
-      void* const dst[1] = {row.dx};
-      write_rows_pairs<T, 1, true, false, Split>(dst, n, nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
-        chunk(i, m, out[0]);
-      }, next);
+      write_row_pairs<T, true, Split>(row.dx, n, nt, chunk, next);
     }
   }
 }
 
-// nt: dx streams (non-temporal stores); Split: pair order (rows_cpu.hpp); both chosen by
-// norm_backward_cpu.
+// nt: dx streams (non-temporal stores); pipe: every row of dx starts on a 64-byte boundary or
+// nt is off, so rows are pipelined (backward_rows); Split: pair order (rows_cpu.hpp), which
+// bf16 takes where pipe holds. All chosen by norm_backward_cpu.
 template <DType T, DType Wt, bool Split>
-void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
+void norm_backward_rows(const NormBackwardArgs& a, bool nt, bool pipe) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   std::vector<float> wf(norm && Wt == DType::f32 ? std::size_t(n) : 0, 1.0f);
@@ -315,7 +309,7 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
     float* dw = pdw.data();
     float* db = pdb.data();
     const auto run = [&]<bool Layer, bool Saved, bool Dw, bool Db>() {
-      backward_rows<T, Wt, Split, Layer, Saved, Dw, Db>(a, w, dw, db, lo, hi, per_group, nt, &next, row_at);
+      backward_rows<T, Wt, Split, Layer, Saved, Dw, Db>(a, w, dw, db, lo, hi, per_group, nt, pipe, &next, row_at);
     };
     const auto with_grads = [&]<bool Layer, bool Saved>() {
       if constexpr (Layer) {
@@ -332,7 +326,6 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
       if (a.rstd) with_grads.template operator()<false, true>();
       else with_grads.template operator()<false, false>();
     } else {
-      const bool pipe = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, rows);
       if (a.kind == NormKind::softmax) softmax_backward_rows<T, Split, false>(n, lo, hi, nt, &next, pipe, row_at);
       else softmax_backward_rows<T, Split, true>(n, lo, hi, nt, &next, pipe, row_at);
     }
@@ -362,14 +355,14 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt) {
 void norm_backward_cpu(const NormBackwardArgs& a) {
   with_float_dtype(a.dtype, [&]<DType T>() {
     const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
-    // Pair order unless dx streams and a row of it starts off a 64-byte boundary (see norm_rows
-    // in norm_cpu.cpp).
+    // Pair order and pipelined rows unless dx streams and a row of it starts off a 64-byte
+    // boundary (see norm_rows in norm_cpu.cpp).
     const bool nt = stream_output(a.x.rows * a.x.n * kElemBytes<T>);
     const bool split = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
     const auto run = [&]<DType Wt>() {
       if constexpr (kPairSplit<T>)
-        if (split) return norm_backward_rows<T, Wt, true>(a, nt);
-      norm_backward_rows<T, Wt, false>(a, nt);
+        if (split) return norm_backward_rows<T, Wt, true>(a, nt, split);
+      norm_backward_rows<T, Wt, false>(a, nt, split);
     };
     if constexpr (T != DType::f32)
       if (norm && a.weight && a.x.n > kF32WeightsMax) return run.template operator()<T>();

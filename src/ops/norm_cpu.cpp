@@ -171,6 +171,7 @@ struct Ctx {
   bool nt;
   float* mean = nullptr;  // saved statistics (rows), when asked
   float* rstd = nullptr;
+  bool pipe = false;  // every output row on a 64-byte boundary or nt off: rows pipelined
   // Row r's statistics as the rewrite uses them.
   void save(std::int64_t r, float mf, float rs) const {
     if (mean) mean[r] = mf;
@@ -232,6 +233,13 @@ float head_mean(std::int64_t n, V v) {
   return float(double(hsum16(a)) / double(nk));
 }
 
+// One vector of a forward row into its sums: Σv² (rms), or Σ(v − k) and Σ(v − k)² (layer).
+template <bool Layer>
+inline void add_sums(vf16 v, float k, vf16 (&a)[2]) {
+  if constexpr (Layer) v -= k, a[0] += v, a[1] += v * v;
+  else a[0] += v * v;
+}
+
 // Pass A of a forward rms / layer row read from memory, in row_sums' chunks: Σx² (rms), or
 // Σ(x − K) and Σ(x − K)² about K = head_mean (layer).
 template <DType T, bool Split, bool Layer>
@@ -242,10 +250,7 @@ struct FwdSums {
     if constexpr (Layer) k = head_mean(n, [&](std::int64_t i, int m) { return ld<T>(row, i, m); });
   }
   void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
-    const auto add = [&](vf16 v, vf16 (&a)[2]) {
-      if constexpr (Layer) v -= k, a[0] += v, a[1] += v * v;
-      else a[0] += v * v;
-    };
+    const auto add = [&](vf16 v, vf16 (&a)[2]) { add_sums<Layer>(v, k, a); };
     vf16 v[2];
     if (m == 32) {
       // The next row's lines 4 KB ahead: into L1 for LayerNorm, into L2 for RMSNorm (dev box,
@@ -311,10 +316,7 @@ template <DType T, DType W, bool Split, bool Layer>
       write_row_beside<T, true, Split>(y, n, c.nt, chunk, nxt, s);
       std::tie(mf, rs) = fwd_stats<T, Layer>(nxt.x, n, nxt.k, s, c.eps);
     } else {
-      void* const out1[1] = {y};
-      write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
-        chunk(i, m, out[0]);
-      }, nullptr);
+      write_row_pairs<T, true, Split>(y, n, c.nt, chunk, nullptr);
     }
   }
 }
@@ -336,10 +338,7 @@ struct AddSums {
       k = head_mean(n, [&](std::int64_t i, int m) { return vround_pair<T>(ld<T>(x, i, m) + ld<T>(res, i, m)); });
   }
   void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
-    const auto add = [&](vf16 v, vf16 (&a)[2]) {
-      if constexpr (Layer) v -= k, a[0] += v, a[1] += v * v;
-      else a[0] += v * v;
-    };
+    const auto add = [&](vf16 v, vf16 (&a)[2]) { add_sums<Layer>(v, k, a); };
     vf16 xv[2], rv[2], s[2];
     if (m == 32) {
       prefetch_pair<T>(x, i), prefetch_pair<T>(res, i);
@@ -403,10 +402,7 @@ template <DType T, DType W, bool Split, bool Layer>
       std::tie(mf, rs) = fwd_stats<DType::f32, Layer>(nxt, n, next_row.k, s, c.eps);
       std::swap(cur, nxt);
     } else {
-      void* const out1[1] = {y};
-      write_rows_pairs<T, 1, true, false, Split>(out1, n, c.nt, [&](std::int64_t i, int m, vf16 (&out)[1][2]) {
-        chunk(i, m, out[0]);
-      }, nullptr);
+      write_row_pairs<T, true, Split>(y, n, c.nt, chunk, nullptr);
     }
   }
 }
@@ -478,8 +474,7 @@ void norm_rows_with(const NormArgs& a, const Ctx& c) {
     // Passes over a row that step the prefetch (see norm_row, softmax_row, add_pass).
     next.per_row = n * (2 + (a.kind == NormKind::softmax || a.kind == NormKind::log_softmax ? 1 : 0) + (add ? 1 : 0));
     next.start(lo, hi);
-    if (norm && (!c.nt || (rows_aligned64<T>(a.out.data, a.out.row_stride, rows) &&
-                           (!add || rows_aligned64<T>(a.sum_out.data, a.sum_out.row_stride, rows))))) {
+    if (norm && c.pipe) {
       if (add && a.kind == NormKind::layer) add_rows_piped<T, W, Split, true>(a, c, lo, hi);
       else if (add) add_rows_piped<T, W, Split, false>(a, c, lo, hi);
       else if (a.kind == NormKind::layer) norm_rows_piped<T, W, Split, true>(a, c, lo, hi);
@@ -605,9 +600,9 @@ void norm_rows(const NormArgs& a) {
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   const bool add = a.residual.data != nullptr;
   const bool nt = stream_output(rows * n * kElemBytes<T> * (add ? 2 : 1));
-  // Pair order unless the outputs stream and a row of them starts off a 64-byte boundary (the
-  // pairs would then be written with plain stores: +13–17% time at 65536×1000 bf16 on the dev
-  // box, session 22).
+  // Pair order, and rows pipelined (Ctx::pipe), unless the outputs stream and a row of them
+  // starts off a 64-byte boundary (the pairs would then be written with plain stores: +13–17%
+  // time at 65536×1000 bf16 on the dev box, session 22).
   const bool split = !nt || (rows_aligned64<T>(a.out.data, a.out.row_stride, rows) &&
                              (!add || rows_aligned64<T>(a.sum_out.data, a.sum_out.row_stride, rows)));
   // Weight and bias as f32, converted once per call (ones / zeros when absent); for long rows
@@ -618,7 +613,7 @@ void norm_rows(const NormArgs& a) {
     const void* b = a.bias;
     if (!w) ones.assign(std::size_t(n), T == DType::bf16 ? 0x3f80 : 0x3c00), w = ones.data();
     if (!b) zeros.assign(std::size_t(n), 0), b = zeros.data();
-    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt, a.mean, a.rstd}, split);
+    return norm_rows_dispatch<T, T>(a, Ctx{w, b, a.eps, nt, a.mean, a.rstd, split}, split);
   }
   std::vector<float> w, b;
   if (norm) {
@@ -632,7 +627,7 @@ void norm_rows(const NormArgs& a) {
     if (split) to_pair_order<T>(w.data(), n);
     if (split && !b.empty()) to_pair_order<T>(b.data(), n);
   }
-  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt, a.mean, a.rstd}, split);
+  norm_rows_dispatch<T, DType::f32>(a, Ctx{w.data(), b.data(), a.eps, nt, a.mean, a.rstd, split}, split);
 }
 
 }  // namespace

@@ -627,6 +627,14 @@ inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&&
   }
 }
 
+// write_rows_pairs for one row: g(i, m, v) fills v[0..1] with its chunk at column i.
+template <DType T, bool kNanLowZero = false, bool Split = true, class G>
+inline void write_row_pairs(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next) {
+  void* const one[1] = {dst};
+  write_rows_pairs<T, 1, kNanLowZero, false, Split>(one, n, nt, [&](std::int64_t i, int m, vf16 (&v)[1][2]) { g(i, m, v[0]); },
+                                                    next);
+}
+
 // Σ over the row's chunks in pair order (ld_chunk): f(i, m, acc) adds the terms of the chunk
 // at i (m == 32: a pair; m <= 16: in order, zero in lanes ≥ m) into acc[h][k] for its vectors
 // h < chunk_vectors(m); f32 lanes per block of kSumBlock elements, blocks added in f64. K sums
