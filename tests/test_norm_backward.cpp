@@ -383,7 +383,7 @@ std::vector<BwdCase> bwd_cases(bool streamed = false) {
       all.push_back({k, t, 70, 1024, true, false, 0, 2});      // many rows, dx = x
       all.push_back({k, t, 5, 30000, true, true, 2, 0});       // long strided rows, f32 grads
       all.push_back({k, t, 300, 96, true, false});             // short rows, many row groups
-      if (k == NormKind::layer) {  // row groups of 5: the CPU pipelines rows across groups
+      if (k == NormKind::layer) {  // 17 row groups of 16 (the last of 5): rows pipelined across groups
         all.push_back({k, t, 261, 4096, true, false, 3, 2});                  // strided, dx = x
         all.push_back({k, t, 261, 4096, true, true, 0, 1, 1.0, false, 1});   // dx = dy, saved
       }
@@ -484,8 +484,8 @@ TEST(NormBackward, CpuRowsIndependentOfTheirNeighbours) {
         }
   for (DType t : {DType::f32, DType::bf16}) {
     run_bwd_case({NormKind::layer, t, 640, 4096, true, true}, Device::cpu());  // every group's partials written
-    run_bwd_case({NormKind::layer, t, 261, 4096, true, true}, Device::cpu());  // 53 groups of 5, 11 empty
-    run_bwd_case({NormKind::rms, t, 65, 4096, true, true, 0, 0, 1.0, false, 2}, Device::cpu());  // 33 of 2, 31 empty
+    run_bwd_case({NormKind::layer, t, 1025, 1024, true, true}, Device::cpu());  // 64 groups of 17, 3 empty
+    run_bwd_case({NormKind::rms, t, 1100, 512, true, true, 0, 0, 1.0, false, 2}, Device::cpu());  // 64 of 18, 2 empty
   }
 }
 
