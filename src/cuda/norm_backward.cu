@@ -416,7 +416,7 @@ template <class T, NormKind K, int S, int W, bool Lean = true, bool SmemGrads = 
           bool Saved = false, bool Prefetch = false, bool GridReduce = false>
 __global__ void __launch_bounds__(kRegsThreads, kRegsMinBlocks<T, K, W, SmemGrads>)
 bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t rows_per_group,
-              int cluster, float inv_n, int reduce_cw, bool discard) {
+              int cluster, float inv_n, int reduce_cw, bool discard, int dev) {
   static_assert(!Saved || kHasGrads<K>);
   static_assert(!GridReduce || (kHasGrads<K> && !SmemGrads));
   // Two of each scratch array, alternating by row: a row's array is written again only two rows
@@ -475,13 +475,19 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     }
     const T* xr = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
     const T* dr = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
-    const std::uint64_t last = l2_evict_last();  // as the forward's register rows (norm.cu)
+    // as the forward's register rows (norm.cu); dev bit 0: evict-first, bit 1: no policy
+    const std::uint64_t last = dev & 1 ? l2_evict_first() : l2_evict_last();
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       px[s].raw = pd[s].raw = {};
       if (ok[s]) {
-        px[s] = Pack<T, W>::load_hint(xr + s * p * W, last);
-        pd[s] = Pack<T, W>::load_hint(dr + s * p * W, last);
+        if (dev & 2) {
+          px[s] = Pack<T, W>::load(xr + s * p * W);
+          pd[s] = Pack<T, W>::load(dr + s * p * W);
+        } else {
+          px[s] = Pack<T, W>::load_hint(xr + s * p * W, last);
+          pd[s] = Pack<T, W>::load_hint(dr + s * p * W, last);
+        }
       }
     }
   };
@@ -656,7 +662,8 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
         for (int k = 0; k < W; ++k)
           o[k] = K == NormKind::softmax ? x[k] * (d[k] - c.a) : d[k] - expf(x[k]) * c.a;
       }
-      Pack<T, W>::pack(o).store(y + s * p * W);
+      if (dev & 4) Pack<T, W>::pack(o).store_streaming(y + s * p * W);  // dev bit 2: dx evict-first
+      else Pack<T, W>::pack(o).store(y + s * p * W);
     }
   }
   if constexpr (kHasGrads<K>) {
@@ -1125,6 +1132,13 @@ int grid_reduce_columns(std::int64_t n, std::int64_t ngrads, std::int64_t groups
   return one_tile && ceil_div(groups, std::int64_t(threads / cw)) <= kGridAcc ? cw : 0;
 }
 
+// Dev switches of bwd_rows_regs, read per call: SIXFOLD_NORM_BWD_DEV = bit 0: rows loaded with
+// L2 evict-first (default evict-last), bit 1: with no policy, bit 2: dx stored evict-first.
+int dev_flags_from_env() {
+  const char* e = std::getenv("SIXFOLD_NORM_BWD_DEV");
+  return e ? std::atoi(e) : 0;
+}
+
 RegsVariant regs_variant_from_env() {
   if (const char* e = std::getenv("SIXFOLD_NORM_BWD_KERNEL")) {
     if (std::strcmp(e, "smem") == 0) return RegsVariant::smem;
@@ -1188,6 +1202,8 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     // Blocks resident at once (whole clusters), at least one row each.
     std::int64_t capacity =
         std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, device)) * sms;
+    if (const char* e = std::getenv("SIXFOLD_NORM_BWD_BPS"))  // dev: at most this many blocks an SM
+      capacity = std::min<std::int64_t>(capacity, std::int64_t(std::max(1, std::atoi(e))) * sms);
     // Clusters only where a block has few rows, so that its partial row is a large share of the
     // traffic: H200 run H, clusters of 8 vs none: 4096x4096 (8 rows per block) rms 48.9 -> 58.2%,
     // layer 34.6 -> 46.0% of copy; 65536x1024 (31 rows per block, 64-thread blocks) rms 79.7 ->
@@ -1221,7 +1237,7 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     }
     cfg.gridDim = dim3(unsigned(groups));
     check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, part_w, part_b, per_group, cluster, 1.0f / float(n),
-                                  reduce_cw, discard),
+                                  reduce_cw, discard, dev_flags_from_env()),
                kWhere);
     if (grads && !reduce_cw) reduce_grads<T>(a, part_w, part_b, parts, stream);
     return;
