@@ -705,8 +705,18 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
         if constexpr (K == NormKind::layer) slot_load<W>(db_slots, p, t, s, db[s]);
       }
     }
+    if (dev & 8) {  // dev, timing only (wrong dw / db): no partial rows, no reduction
+      float live = 0.f;  // keeps the sums computed: a store that never happens
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int k = 0; k < W; ++k) live += dw[s][k] + db[s][k];
+      if (live == 1234.5f) *static_cast<volatile float*>(a.dx.data) = 0.f;
+      return;
+    }
     if (part_w) store_partial<S, W>(part_w + blockIdx.x * a.x.n + t * W, p, dw, ok);
     if (part_b) store_partial<S, W>(part_b + blockIdx.x * a.x.n + t * W, p, db, ok);
+    if (dev & 16) return;  // dev, timing only (dw / db not reduced): partial rows, no grid barrier
     if constexpr (GridReduce) {
       __shared__ float red[kRegsThreads + kRegsThreads / 8];
       cooperative_groups::this_grid().sync();  // every partial row written and visible
@@ -1133,7 +1143,11 @@ int grid_reduce_columns(std::int64_t n, std::int64_t ngrads, std::int64_t groups
 }
 
 // Dev switches of bwd_rows_regs, read per call: SIXFOLD_NORM_BWD_DEV = bit 0: rows loaded with
-// L2 evict-first (default evict-last), bit 1: with no policy, bit 2: dx stored evict-first.
+// L2 evict-first (default evict-last), bit 1: with no policy, bit 2: dx stored evict-first;
+// timing only, dw / db wrong: bit 3 (8): no partial rows written, bit 4 (16): written, not
+// reduced. H100, bf16, graph replay, % of copy, two rounds (docs/perf/norm.md, session 26):
+// 4096x4096 rms / layer default 78.6–79.5 / 75.9–76.6, bit 1 78.2–81.0 / 77.8–78.1, bits 0 and
+// 2 within 1.6 points, 8: 86.9–87.9 / 86.5–87.2, 16: 83.8–83.9 / 79.4–80.3.
 int dev_flags_from_env() {
   const char* e = std::getenv("SIXFOLD_NORM_BWD_DEV");
   return e ? std::atoi(e) : 0;
