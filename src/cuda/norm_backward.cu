@@ -1146,7 +1146,7 @@ int grid_reduce_columns(std::int64_t n, std::int64_t ngrads, std::int64_t groups
 // L2 evict-first (default evict-last), bit 1: with no policy, bit 2: dx stored evict-first;
 // timing only, dw / db wrong: bit 3 (8): no partial rows written, bit 4 (16): written, not
 // reduced. H100, bf16, graph replay, % of copy, two rounds (docs/perf/norm.md, session 26):
-// 4096x4096 rms / layer default 78.6–79.5 / 75.9–76.6, bit 1 78.2–81.0 / 77.8–78.1, bits 0 and
+// 4096x4096 rms / layer default 78.6–79.6 / 75.9–76.8, bit 1 78.2–81.0 / 77.8–78.1, bits 0 and
 // 2 within 1.6 points, 8: 86.9–87.9 / 86.5–87.2, 16: 83.8–83.9 / 79.4–80.3.
 int dev_flags_from_env() {
   const char* e = std::getenv("SIXFOLD_NORM_BWD_DEV");
