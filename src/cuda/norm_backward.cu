@@ -475,19 +475,13 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
     }
     const T* xr = static_cast<const T*>(a.x.data) + r * a.x.row_stride + t * W;
     const T* dr = static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + t * W;
-    // as the forward's register rows (norm.cu); dev bit 0: evict-first, bit 1: no policy
-    const std::uint64_t last = dev & 1 ? l2_evict_first() : l2_evict_last();
+    const std::uint64_t last = l2_evict_last();  // as the forward's register rows (norm.cu)
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       px[s].raw = pd[s].raw = {};
       if (ok[s]) {
-        if (dev & 2) {
-          px[s] = Pack<T, W>::load(xr + s * p * W);
-          pd[s] = Pack<T, W>::load(dr + s * p * W);
-        } else {
-          px[s] = Pack<T, W>::load_hint(xr + s * p * W, last);
-          pd[s] = Pack<T, W>::load_hint(dr + s * p * W, last);
-        }
+        px[s] = Pack<T, W>::load_hint(xr + s * p * W, last);
+        pd[s] = Pack<T, W>::load_hint(dr + s * p * W, last);
       }
     }
   };
@@ -662,8 +656,7 @@ bwd_rows_regs(NormBackwardArgs a, float* part_w, float* part_b, std::int64_t row
         for (int k = 0; k < W; ++k)
           o[k] = K == NormKind::softmax ? x[k] * (d[k] - c.a) : d[k] - expf(x[k]) * c.a;
       }
-      if (dev & 4) Pack<T, W>::pack(o).store_streaming(y + s * p * W);  // dev bit 2: dx evict-first
-      else Pack<T, W>::pack(o).store(y + s * p * W);
+      Pack<T, W>::pack(o).store(y + s * p * W);
     }
   }
   if constexpr (kHasGrads<K>) {
@@ -1142,12 +1135,12 @@ int grid_reduce_columns(std::int64_t n, std::int64_t ngrads, std::int64_t groups
   return one_tile && ceil_div(groups, std::int64_t(threads / cw)) <= kGridAcc ? cw : 0;
 }
 
-// Dev switches of bwd_rows_regs, read per call: SIXFOLD_NORM_BWD_DEV = bit 0: rows loaded with
-// L2 evict-first (default evict-last), bit 1: with no policy, bit 2: dx stored evict-first;
-// timing only, dw / db wrong: bit 3 (8): no partial rows written, bit 4 (16): written, not
-// reduced. H100, bf16, graph replay, % of copy, two rounds (docs/perf/norm.md, session 26):
-// 4096x4096 rms / layer default 78.6–79.6 / 75.9–76.8, bit 1 78.2–81.0 / 77.8–78.1, bits 0 and
-// 2 within 1.6 points, 8: 86.9–87.9 / 86.5–87.2, 16: 83.8–83.9 / 79.4–80.3.
+// Dev switches of bwd_rows_regs, read per call, timing only (dw / db come out wrong):
+// SIXFOLD_NORM_BWD_DEV = 8: no partial rows written, 16: written but not reduced. H100, bf16,
+// graph replay, % of copy (docs/perf/norm.md, session 26): 4096x4096 rms / layer default
+// 78.6–79.6 / 75.9–76.8, 8: 86.9–87.9 / 86.5–87.2, 16: 83.8–83.9 / 79.4–80.3. (Bits 0–2, the
+// rows' and dx's L2 policies, and SIXFOLD_NORM_BWD_BPS were measured with commit 9831d8a and
+// removed: within ~1.5 points either way, or slower.)
 int dev_flags_from_env() {
   const char* e = std::getenv("SIXFOLD_NORM_BWD_DEV");
   return e ? std::atoi(e) : 0;
@@ -1216,8 +1209,6 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     // Blocks resident at once (whole clusters), at least one row each.
     std::int64_t capacity =
         std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, device)) * sms;
-    if (const char* e = std::getenv("SIXFOLD_NORM_BWD_BPS"))  // dev: at most this many blocks an SM
-      capacity = std::min<std::int64_t>(capacity, std::int64_t(std::max(1, std::atoi(e))) * sms);
     // Clusters only where a block has few rows, so that its partial row is a large share of the
     // traffic: H200 run H, clusters of 8 vs none: 4096x4096 (8 rows per block) rms 48.9 -> 58.2%,
     // layer 34.6 -> 46.0% of copy; 65536x1024 (31 rows per block, 64-thread blocks) rms 79.7 ->

@@ -280,10 +280,9 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt, bool pipe) {
   // Fixed row groups: kGroupRows rows a group or more, but 8 groups where there are 8 rows (so
   // that few rows still have threads to go to); at most 64 groups, and at most 2^21 partial
   // elements per gradient.
+  const std::int64_t wanted = std::max<std::int64_t>(std::min<std::int64_t>(rows, 8), (rows + kGroupRows - 1) / kGroupRows);
   const std::int64_t groups =
-      grads ? std::max<std::int64_t>(1, std::min<std::int64_t>({std::max<std::int64_t>(std::min<std::int64_t>(rows, 8),
-                                                                                      (rows + kGroupRows - 1) / kGroupRows),
-                                                                 64, (std::int64_t(1) << 21) / n}))
+      grads ? std::max<std::int64_t>(1, std::min<std::int64_t>({wanted, 64, (std::int64_t(1) << 21) / n}))
             : std::max<std::int64_t>(1, rows);
   const std::int64_t per_group = rows == 0 ? 0 : (rows + groups - 1) / groups;
   // The partials live in the calling thread's scratch, kept between calls (grow-only, at most
