@@ -45,18 +45,18 @@ inline vf16 gelu_erf(vf16 u) {
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // 16-bit outputs: both GELU forms are u·G(u) with G(−a) = 1 − G(a) (Φ for erf; sigmoid(2t(u))
 // for tanh, t odd), so G(−a) on a = |u| ∈ [0, 8) suffices. It is held as 32 cubics, one per
-// interval of width 1/kScale about k/kScale (k = 0..31, kScale = 31.5/8: the last interval ends
-// at 8), each in e = kScale·a − k ∈ [−1/2, 1/2], fitted once (double, least squares on 48
-// Chebyshev nodes weighted by 1/G: relative error, also deep in the tail) and looked up by
-// vpermt2ps with k = rint(kScale·a) from one FMA onto a magic number. The last interval,
-// a ≥ 7.746, is 0 (G(−7.746) = 4.7e-15 for erf). 14 vector instructions per 16 elements (the
-// rational fit took 22). Every finite bf16 / f16 input with |u| < 12, against the correctly
-// rounded float64 value: f16 within 1 ulp everywhere, bf16 off by 2+ ulps only below u = −5.8
-// (|y| < 5e-10) and 0 from −7.75 down (dev/activation/ulp_probe.cpp; docs/perf/activation.md).
-// f32 outputs keep the rational fit (|error| <= 4e-7).
+// interval of width 1/4 about k/4 (k = 0..31), each in e = a − k/4 ∈ [−1/8, 1/8], fitted once
+// (double, least squares on 48 Chebyshev nodes weighted by 1/G: relative error, also deep in the
+// tail) and looked up by vpermt2ps with k = rint(4a), the low bits of a + 1.5·2^21; e is one
+// vreduceps (a less a rounded to 2 fraction bits: exact, same rounding). The last interval,
+// a ≥ 7.625, is 0 (G(−7.625) = 1.2e-14 for erf), so gelu(−inf) stays −inf·0 = NaN. 12 vector
+// instructions per 16 elements (the rational fit took 22). Every finite bf16 / f16 input with
+// |u| < 12, against the correctly rounded float64 value: f16 within 1 ulp everywhere, bf16 off by
+// 2+ ulps only below u = −5.8 (|y| < 5e-10) and 0 from −7.625 down (dev/activation/ulp_probe.cpp;
+// docs/perf/activation.md). f32 outputs keep the rational fit (|error| <= 4e-7).
 struct GTable {
-  static constexpr float kScale = 3.9375f;
-  static constexpr float kAMax = 7.99f;  // |u| clamp: rint(kScale·kAMax) = 31, the last interval
+  static constexpr float kScale = 4.0f;   // intervals a quarter wide: vreduceps with 2 fraction bits
+  static constexpr float kAMax = 7.874f;  // |u| clamp: rint(kScale·kAMax) = 31, the last interval
   static_assert(kScale * kAMax < 31.5f);
   alignas(64) float c[4][32];  // c[j][k]: coefficient of e^j on interval k
 };
@@ -73,8 +73,8 @@ const GTable& g_table() {
     for (int k = 0; k < 31; ++k) {
       double ata[4][5] = {};  // normal equations, weighted by 1/G²
       for (int j = 0; j < kNodes; ++j) {
-        const double e = 0.5 * std::cos(M_PI * (j + 0.5) / kNodes);
-        const double f = g_neg((k + e) / double(GTable::kScale)), wgt = 1.0 / (f * f);
+        const double e = 0.5 / GTable::kScale * std::cos(M_PI * (j + 0.5) / kNodes);
+        const double f = g_neg(k / double(GTable::kScale) + e), wgt = 1.0 / (f * f);
         const double pw[4] = {1.0, e, e * e, e * e * e};
         for (int r = 0; r < 4; ++r) {
           for (int c = 0; c < 4; ++c) ata[r][c] += wgt * pw[r] * pw[c];
@@ -102,13 +102,15 @@ struct GLookup {
     for (int j = 0; j < 4; ++j) lo[j] = _mm512_load_ps(t.c[j]), hi[j] = _mm512_load_ps(t.c[j] + 16);
   }
   vf16 operator()(vf16 u) const {
-    constexpr float kMagic = 12582912.0f;  // 1.5·2^23: rint(x) in the low mantissa bits of x + kMagic
+    constexpr float kMagic = 3145728.0f;  // 1.5·2^21: rint(4x) in the low mantissa bits of x + kMagic
+    static_assert(GTable::kScale == 4.0f);
     const __m512 uu = (__m512)u;
     // a = min(|u|, kAMax): the operand of smaller magnitude, sign cleared (imm 0b1010)
     const __m512 a = _mm512_range_ps(uu, _mm512_set1_ps(GTable::kAMax), 0b1010);
-    const __m512 m = _mm512_fmadd_ps(a, _mm512_set1_ps(GTable::kScale), _mm512_set1_ps(kMagic));
-    const __m512 e = _mm512_fmsub_ps(a, _mm512_set1_ps(GTable::kScale), _mm512_sub_ps(m, _mm512_set1_ps(kMagic)));
-    const __m512i k = _mm512_castps_si512(m);
+    const __m512i k = _mm512_castps_si512(_mm512_add_ps(a, _mm512_set1_ps(kMagic)));
+    // e = a − rint(4a)/4: vreduceps keeping 2 fraction bits, round to nearest even (as the add),
+    // precision exception suppressed (imm 0x28)
+    const __m512 e = _mm512_reduce_ps(a, 0x28);
     __m512 g = _mm512_permutex2var_ps(lo[3], k, hi[3]);
     g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[2], k, hi[2]));
     g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[1], k, hi[1]));
@@ -205,16 +207,69 @@ inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t 
   }
 }
 
+// The flat range's bias + GELU for bf16 with GTable (AVX-512 BF16 builds), 32 elements a step
+// where the generic loop takes two of 16: the input is widened by two zero-masking vpermw (word
+// j into the high half of lane j, no shift: 2 instructions per 32 against 4), the bias is read
+// from the running column, one prefetch goes out per 64-byte line, and the 32 outputs are
+// rounded by one vcvtne2ps2bf16. That conversion reads f32 denormals as zero; where one of the
+// 32 outputs comes out ±0 (an exact zero, or a denormal y, which needs |u| < 2^-125) the step is
+// stored again by vstore2, whose exact rounding keeps the denormal (one test a step against two
+// class tests). col: the column of x[0]; bias: n + 32 columns, wrapped.
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+constexpr bool kGeluBf16Steps = true;
+template <ActivationKind K>
+void gelu_bf16_steps(const std::uint16_t* x, std::uint16_t* y, std::int64_t count, bool nt, const float* bias,
+                     std::int64_t col, std::int64_t n, const GLookup g) {  // g by value: its table stays in registers across the stores
+  auto generic = [&](std::int64_t from, std::int64_t to, bool stream) {  // [from, to), 16 at a time
+    std::int64_t c = (col + from) % n;
+    write_row<DType::bf16>(y + from, to - from, stream, [&](std::int64_t i, int m) {
+      vf16 u = ld<DType::bf16>(x + from, i, m);
+      if (bias) u += ld<DType::f32>(bias, c, m);
+      if ((c += m) >= n) c %= n;
+      return g(u);
+    }, nullptr);
+  };
+  const std::int64_t head = nt ? head_to_align<DType::bf16>(y, count) : 0;
+  const std::int64_t stop = head + (count - head) / 32 * 32;
+  generic(0, head, false);
+  alignas(64) static constexpr std::uint16_t kWiden[2][32] = {  // word j to word 2j + 1
+      {0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8, 0, 9, 0, 10, 0, 11, 0, 12, 0, 13, 0, 14, 0, 15},
+      {0, 16, 0, 17, 0, 18, 0, 19, 0, 20, 0, 21, 0, 22, 0, 23, 0, 24, 0, 25, 0, 26, 0, 27, 0, 28, 0, 29, 0, 30, 0, 31}};
+  const __m512i lo = _mm512_load_si512(kWiden[0]), hi = _mm512_load_si512(kWiden[1]);
+  constexpr __mmask32 kOdd = 0xAAAAAAAAu;
+  std::int64_t c = (col + head) % n;
+  for (std::int64_t i = head; i < stop; i += 32) {
+    prefetch_ahead<kGeluAhead, 2>(x + i);
+    const __m512i raw = _mm512_loadu_si512(x + i);
+    vf16 u0 = (vf16)_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kOdd, lo, raw));
+    vf16 u1 = (vf16)_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kOdd, hi, raw));
+    if (bias) {
+      u0 += ld<DType::f32>(bias, c, 16);
+      u1 += ld<DType::f32>(bias, c + 16, 16);
+      if ((c += 32) >= n) c %= n;
+    }
+    const vf16 y0 = g(u0), y1 = g(u1);
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh((__m512)y1, (__m512)y0);
+    if (_mm512_testn_epi16_mask(h, _mm512_set1_epi16(0x7fff)) != 0) vstore2<DType::bf16>(y + i, y0, y1, nt);
+    else if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i), h);
+    else _mm512_storeu_si512(y + i, h);
+  }
+  generic(stop, count, false);
+}
+#else
+constexpr bool kGeluBf16Steps = false;
+#endif
+
 template <DType T, ActivationKind K>
 void activation_rows(const ActivationArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
-  // The bias in f32, followed by its first 16 columns again (wrapping as often as a short row
-  // needs): a 16-lane chunk of the flat range that crosses into the next row reads on past n.
+  // The bias in f32, followed by its first 32 columns again (wrapping as often as a short row
+  // needs): a 16- or 32-lane chunk of the flat range that crosses into the next row reads on past n.
   std::vector<float> bias;
   if (a.bias) {
-    bias.resize(std::size_t(n + 16));
+    bias.resize(std::size_t(n + 32));
     load_row(a.dtype, a.bias, bias.data(), n);
-    for (std::int64_t j = n; j < n + 16; ++j) bias[std::size_t(j)] = bias[std::size_t(j % n)];
+    for (std::int64_t j = n; j < n + 32; ++j) bias[std::size_t(j)] = bias[std::size_t(j % n)];
   }
   const float* bp = a.bias ? bias.data() : nullptr;
   const bool gate = K == ActivationKind::silu_gate;
@@ -235,13 +290,18 @@ void activation_rows(const ActivationArgs& a) {
       if (hi > lo) {
         const void* x = at<T>(a.x.data, lo);
         const void* b = gate ? at<T>(a.b.data, lo) : nullptr;
-        write_row<T>(at<T>(a.out.data, lo), hi - lo, nt,
-                     [=, col = bp ? lo % n : 0](std::int64_t i, int m) mutable {
-                       const vf16 v = apply<T, K>(x, b, bp, i, col, m, gelu16);
-                       if (bp && (col += m) >= n) col %= n;
-                       return v;
-                     },
-                     nullptr);
+        if constexpr (kGeluBf16Steps && T == DType::bf16 && kTableGelu<T, K>) {
+          gelu_bf16_steps<K>(static_cast<const std::uint16_t*>(x), static_cast<std::uint16_t*>(at<T>(a.out.data, lo)),
+                             hi - lo, nt, bp, lo % n, n, gelu16);
+        } else {
+          write_row<T>(at<T>(a.out.data, lo), hi - lo, nt,
+                       [=, col = bp ? lo % n : 0](std::int64_t i, int m) mutable {
+                         const vf16 v = apply<T, K>(x, b, bp, i, col, m, gelu16);
+                         if (bp && (col += m) >= n) col %= n;
+                         return v;
+                       },
+                       nullptr);
+        }
       }
     } else {
       const std::int64_t lo = rows * t / nth, hi = rows * (t + 1) / nth;
