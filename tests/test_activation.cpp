@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -176,6 +177,56 @@ TEST(Activation, CudaChainedAfterCopiesMatchReference) {
 #else
   GTEST_SKIP() << "a build without the CUDA backend";
 #endif
+}
+
+// Outputs large enough to be streamed past the caches (non-temporal stores), with input and
+// output starting off a 64-byte boundary (each thread's head before its first aligned step),
+// a bias, and every 89th input special: ±inf, NaN, ±0, u = 0 exactly (x = −bias), bf16/f16
+// denormals, the far tail. For bf16 this is the 32-element step loop, whose fast rounding reads
+// f32 denormals as zero and whose fast form gives 0 for −inf: the steps with a zero output are
+// redone exactly, which this checks value by value (within 1 unit in the last place of the
+// output dtype, or 1e-7 absolute in the far tail).
+TEST(Activation, CpuStreamedOffsetRowsWithSpecialsMatchReference) {
+  const std::int64_t rows = 1031, n = 4099, total = rows * n;  // 8.4 MB of 16-bit output
+  std::normal_distribution<double> nd(0.0, 3.0);
+  for (ActivationKind k : {ActivationKind::gelu_erf, ActivationKind::gelu_tanh})
+    for (DType t : {DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::to_string(int(k)) + " " + std::string(dtype_name(t)));
+      std::vector<double> bias(static_cast<std::size_t>(n)), x(static_cast<std::size_t>(total));
+      for (auto& v : bias) v = nd(engine()) * 0.3;
+      auto bb = encode(t, bias, 1, n, n);
+      const auto bq = decode(t, bb, 1, n, n);
+      const double denorm = t == DType::bf16 ? 3e-39 : 3e-6;
+      const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, denorm, -denorm, -7.7, -7.6, -9.0, 7.9, 1e4};
+      for (std::int64_t i = 0; i < total; ++i) {
+        double v = nd(engine());
+        if (i % 89 == 0) v = special[std::size_t(i / 89) % std::size(special)];
+        if (i % 89 == 44) v = -bq[std::size_t(i % n)];  // u = 0 exactly
+        x[std::size_t(i)] = v;
+      }
+      // Views 1 (x) and 3 (out) elements into their buffers: both off a 64-byte boundary.
+      const auto xb = encode(t, x, 1, total + 1, total + 1);  // one element of slack in front
+      std::vector<std::uint8_t> xin(xb.size());
+      std::memcpy(xin.data() + 2, xb.data(), xb.size() - 2);
+      std::vector<std::uint8_t> out(std::size_t(total + 3) * 2, 0xff);
+      const auto xq = decode(t, encode(t, x, rows, n, n), rows, n, n);
+      bias_gelu(TensorView::contiguous(xin.data() + 2, t, {rows, n}), TensorView::contiguous(bb.data(), t, {n}),
+                TensorView::contiguous(out.data() + 6, t, {rows, n}),
+                {k == ActivationKind::gelu_tanh ? GeluForm::tanh : GeluForm::erf});
+      const double ulp = t == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+      for (std::int64_t i = 0; i < total; ++i) {
+        const double u = double(float(xq[std::size_t(i)]) + float(bq[std::size_t(i % n)]));
+        const double want = round_to(t, reference::activation(k, u, 0.0));
+        std::uint16_t bits;
+        std::memcpy(&bits, out.data() + 6 + 2 * i, 2);
+        const double got = decode16(t, bits);
+        if (std::isnan(want) || std::isinf(want))
+          ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << "i " << i << " u " << u << " got " << got;
+        else
+          ASSERT_LE(std::fabs(got - want), ulp * std::fabs(want) + 1e-7) << "i " << i << " u " << u << " got " << got << " want " << want;
+      }
+      for (int j = 0; j < 6; ++j) ASSERT_EQ(out[std::size_t(j)], 0xff) << "written before the output";
+    }
 }
 
 TEST(Activation, BadInputIsRejectedAndNothingWritten) {

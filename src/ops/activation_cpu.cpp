@@ -101,12 +101,12 @@ struct GLookup {
   explicit GLookup(const GTable& t) {
     for (int j = 0; j < 4; ++j) lo[j] = _mm512_load_ps(t.c[j]), hi[j] = _mm512_load_ps(t.c[j] + 16);
   }
-  vf16 operator()(vf16 u) const {
+  // G(−a) for a = min(|u|, kAMax), which is returned too.
+  __m512 tail(__m512 u, __m512& a) const {
     constexpr float kMagic = 3145728.0f;  // 1.5·2^21: rint(4x) in the low mantissa bits of x + kMagic
     static_assert(GTable::kScale == 4.0f);
-    const __m512 uu = (__m512)u;
     // a = min(|u|, kAMax): the operand of smaller magnitude, sign cleared (imm 0b1010)
-    const __m512 a = _mm512_range_ps(uu, _mm512_set1_ps(GTable::kAMax), 0b1010);
+    a = _mm512_range_ps(u, _mm512_set1_ps(GTable::kAMax), 0b1010);
     const __m512i k = _mm512_castps_si512(_mm512_add_ps(a, _mm512_set1_ps(kMagic)));
     // e = a − rint(4a)/4: vreduceps keeping 2 fraction bits, round to nearest even (as the add),
     // precision exception suppressed (imm 0x28)
@@ -114,10 +114,23 @@ struct GLookup {
     __m512 g = _mm512_permutex2var_ps(lo[3], k, hi[3]);
     g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[2], k, hi[2]));
     g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[1], k, hi[1]));
-    g = _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[0], k, hi[0]));
-    const __mmask16 pos = _mm512_cmp_ps_mask(uu, _mm512_setzero_ps(), _CMP_GT_OQ);
-    g = _mm512_mask_sub_ps(g, pos, _mm512_set1_ps(1.0f), g);  // G(u) = 1 − G(−u) for u > 0
-    return (vf16)_mm512_mul_ps(uu, g);
+    return _mm512_fmadd_ps(g, e, _mm512_permutex2var_ps(lo[0], k, hi[0]));
+  }
+  // u·G(u) from g = G(−|u|): G(u) = 1 − g for u > 0.
+  static vf16 times_g(__m512 u, __m512 g) {
+    const __mmask16 pos = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GT_OQ);
+    return (vf16)_mm512_mul_ps(u, _mm512_mask_sub_ps(g, pos, _mm512_set1_ps(1.0f), g));
+  }
+  // The same as max(u, 0) − a·g in two instructions (one rounding where u > 0, bit for bit
+  // times_g where u < 0), for finite u with a nonzero result: u = −inf gives 0 here, not
+  // times_g's −inf·0 = NaN (the bf16 steps redo steps with a zero output by times_g).
+  static vf16 relu_less(__m512 u, __m512 a, __m512 g) {
+    return (vf16)_mm512_fnmadd_ps(a, g, _mm512_max_ps(_mm512_setzero_ps(), u));
+  }
+  vf16 operator()(vf16 u) const {
+    __m512 a;
+    const __m512 g = tail((__m512)u, a);
+    return times_g((__m512)u, g);
   }
 };
 #endif
@@ -246,11 +259,14 @@ void gelu_bf16_steps(const std::uint16_t* x, std::uint16_t* y, std::int64_t coun
     if (bias) {
       u0 += ld<DType::f32>(bias, c, 16);
       u1 += ld<DType::f32>(bias, c + 16, 16);
-      if ((c += 32) >= n) c %= n;
+      if ((c += 32) >= n && (c -= n) >= n) c %= n;  // a division only for rows shorter than 32
     }
-    const vf16 y0 = g(u0), y1 = g(u1);
+    __m512 a0, a1;
+    const __m512 g0 = g.tail((__m512)u0, a0), g1 = g.tail((__m512)u1, a1);
+    const vf16 y0 = GLookup::relu_less((__m512)u0, a0, g0), y1 = GLookup::relu_less((__m512)u1, a1, g1);
     const __m512i h = (__m512i)_mm512_cvtne2ps_pbh((__m512)y1, (__m512)y0);
-    if (_mm512_testn_epi16_mask(h, _mm512_set1_epi16(0x7fff)) != 0) vstore2<DType::bf16>(y + i, y0, y1, nt);
+    if (_mm512_testn_epi16_mask(h, _mm512_set1_epi16(0x7fff)) != 0)
+      vstore2<DType::bf16>(y + i, GLookup::times_g((__m512)u0, g0), GLookup::times_g((__m512)u1, g1), nt);
     else if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i), h);
     else _mm512_storeu_si512(y + i, h);
   }
