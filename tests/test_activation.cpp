@@ -205,11 +205,11 @@ TEST(Activation, CpuStreamedOffsetRowsWithSpecialsMatchReference) {
         x[std::size_t(i)] = v;
       }
       // Views 1 (x) and 3 (out) elements into their buffers: both off a 64-byte boundary.
-      const auto xb = encode(t, x, 1, total + 1, total + 1);  // one element of slack in front
-      std::vector<std::uint8_t> xin(xb.size());
-      std::memcpy(xin.data() + 2, xb.data(), xb.size() - 2);
+      const auto xb = encode(t, x, rows, n, n);
+      std::vector<std::uint8_t> xin(xb.size() + 2);  // one element of slack in front
+      std::memcpy(xin.data() + 2, xb.data(), xb.size());
       std::vector<std::uint8_t> out(std::size_t(total + 3) * 2, 0xff);
-      const auto xq = decode(t, encode(t, x, rows, n, n), rows, n, n);
+      const auto xq = decode(t, xb, rows, n, n);
       bias_gelu(TensorView::contiguous(xin.data() + 2, t, {rows, n}), TensorView::contiguous(bb.data(), t, {n}),
                 TensorView::contiguous(out.data() + 6, t, {rows, n}),
                 {k == ActivationKind::gelu_tanh ? GeluForm::tanh : GeluForm::erf});
