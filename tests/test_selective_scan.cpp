@@ -7,6 +7,10 @@
 // also with the kernel's wider launch shapes forced.
 #include <gtest/gtest.h>
 
+#ifdef SIXFOLD_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -418,6 +422,86 @@ TEST(SelectiveScanCuda, StateUpdateLaneVariantsMatchReference) {
     ScopedEnv env("SIXFOLD_SSCAN_DECODE", v);
     for (const StepCase& c : step_cases()) run_step(c, Device::cuda(0));
   }
+}
+
+// Decoding steps back to back on one stream, each reading the state the step before wrote: the
+// step is launched as a programmatic dependent, so its wait must hold every load until the step
+// before has finished. Six steps on a stream, then three captured in a CUDA graph and replayed
+// twice; the state and the last output against as many float64 steps. 64 blocks (one wave: a
+// step's blocks start while the step before is still writing) and 768 (two waves).
+void run_chained_steps(std::int64_t batch) {
+#ifdef SIXFOLD_WITH_CUDA
+  SCOPED_TRACE("batch " + std::to_string(batch));
+  const Device dev = Device::cuda(0);
+  const std::int64_t d = 1024, n = 16, groups = 4, rows = batch * d;
+  const DType t = DType::f32;
+  Rows x(t, draw(std::size_t(rows), -2, 2), batch, d, 0, dev);
+  Rows dt(t, draw(std::size_t(rows), -3, 1), batch, d, 0, dev);
+  Rows z(t, draw(std::size_t(rows), -3, 3), batch, d, 0, dev);
+  Rows out(t, std::vector<double>(std::size_t(rows), NAN), batch, d, 0, dev);
+  Rows B(t, draw(std::size_t(batch * groups * n), -1, 1), batch * groups, n, 0, dev);
+  Rows C(t, draw(std::size_t(batch * groups * n), -1, 1), batch * groups, n, 0, dev);
+  std::vector<double> a = draw(std::size_t(d * n), std::log(0.05), std::log(4.0));
+  for (auto& v : a) v = -std::exp(v);
+  Param A(a, dev), D(draw(std::size_t(d), -1, 1), dev), bias(draw(std::size_t(d), -0.5, 0.5), dev);
+  Param state(draw(std::size_t(rows * n), -1, 1), dev);
+  StateUpdateTensors in;
+  in.x = x.view({batch, d});
+  in.dt = dt.view({batch, d});
+  in.A = A.view({d, n});
+  in.B = B.view({batch, groups, n});
+  in.C = C.view({batch, groups, n});
+  in.D = D.view({d});
+  in.z = z.view({batch, d});
+  in.dt_bias = bias.view({d});
+  std::vector<double> ref_state = state.stored, ref_out, ref_mag, ref_state_mag;
+  const auto reference_steps = [&](int steps) {
+    for (int k = 0; k < steps; ++k)
+      ref_out = reference::selective_state_update(ref_state, batch, d, n, groups, x.stored, dt.stored, A.stored,
+                                                  B.stored, C.stored, D.stored, z.stored, bias.stored, true,
+                                                  &ref_mag, &ref_state_mag);
+  };
+  const auto check = [&](const char* how) {
+    SCOPED_TRACE(how);
+    expect_close(t, out.read(), ref_out, batch, d, "out", &ref_mag);
+    expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * n, rows * n), ref_state, rows, n,
+                 "state", &ref_state_mag);
+  };
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const auto step = [&] {
+    selective_state_update(state.view({batch, d, n}), in, out.view({batch, d}), {true}, Stream{s});
+  };
+  for (int k = 0; k < 6; ++k) step();
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  reference_steps(6);
+  check("six steps on a stream");
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  for (int k = 0; k < 3; ++k) step();
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  reference_steps(6);
+  check("three steps in a graph, replayed twice");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+#else
+  (void)batch;
+#endif
+}
+
+TEST(SelectiveScanCuda, StateUpdateStepsChainedMatchReference) {
+#ifdef SIXFOLD_WITH_CUDA
+  if (!gpu_usable()) GTEST_SKIP() << "no usable CUDA device";
+  run_chained_steps(8);   // 8192 rows, 2 lanes a row: 64 blocks of 256
+  run_chained_steps(96);  // 768 blocks
+#else
+  GTEST_SKIP() << "a build without the CUDA backend";
+#endif
 }
 
 // Running a sequence in two halves, passing the final state on, equals running it whole.

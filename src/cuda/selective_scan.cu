@@ -941,8 +941,12 @@ __device__ __forceinline__ void load_pack(const T* p, float (&v)[kVec]) {
 // (l + j·kLanes)·kVec + i·kLanes·kVec·kPacks (j < kPacks, rounds i), so the lanes of a row read
 // consecutive 16-byte pieces. Fewer lanes a row (each with more packs) repeat the row's index,
 // softplus and shuffle work fewer times and keep more rows in flight per SM (launch_step).
+// Launched as a programmatic dependent (chain_head: launch_dependent, SIXFOLD_NO_CHAIN=1 for a
+// plain launch): a decode loop's next step is scheduled while this one ends, and waits for it
+// before its first load.
 template <class T, int kLanes, int kVec, int kPacks, class Index>
 __global__ void __launch_bounds__(256) selective_state_update_rows(StateUpdateArgs a) {
+  parallel::cuda::chain_head();
   const Index row = Index((std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes);
   const int l = threadIdx.x % kLanes;
   const Index d = Index(a.d);
@@ -1282,9 +1286,14 @@ void launch_step(const StateUpdateArgs& a, cudaStream_t s) {
                       rows_fit(a.dt_stride, a.batch, a.d, 0) && (!a.z || rows_fit(a.z_stride, a.batch, a.d, 0)) &&
                       rows_fit(a.out_stride, a.batch, a.d, 0) && rows_fit(a.B_stride, a.batch, a.groups, a.n) &&
                       rows_fit(a.C_stride, a.batch, a.groups, a.n);
+  const bool chain = parallel::cuda::chain_launches();
   const auto go = [&]<int kLanes, int kVec, int kPacks>() {
-    if (narrow) selective_state_update_rows<T, kLanes, kVec, kPacks, std::uint32_t><<<blocks, 256, 0, s>>>(a);
-    else selective_state_update_rows<T, kLanes, kVec, kPacks, std::int64_t><<<blocks, 256, 0, s>>>(a);
+    if (narrow)
+      parallel::cuda::launch_dependent(selective_state_update_rows<T, kLanes, kVec, kPacks, std::uint32_t>,
+                                       dim3(blocks), dim3(256), 0, s, chain, kWhere, a);
+    else
+      parallel::cuda::launch_dependent(selective_state_update_rows<T, kLanes, kVec, kPacks, std::int64_t>,
+                                       dim3(blocks), dim3(256), 0, s, chain, kWhere, a);
   };
   if (!vec) go.template operator()<8, 1, 1>();
   else if (lanes == 1) go.template operator()<1, 4, 4>();
