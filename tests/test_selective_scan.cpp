@@ -429,8 +429,8 @@ TEST(SelectiveScanCuda, StateUpdateLaneVariantsMatchReference) {
 // before has finished. Six steps on a stream, then three captured in a CUDA graph and replayed
 // twice; the state and the last output against as many float64 steps. 64 blocks (one wave: a
 // step's blocks start while the step before is still writing) and 768 (two waves).
-void run_chained_steps(std::int64_t batch) {
 #ifdef SIXFOLD_WITH_CUDA
+void run_chained_steps(std::int64_t batch) {
   SCOPED_TRACE("batch " + std::to_string(batch));
   const Device dev = Device::cuda(0);
   const std::int64_t d = 1024, n = 16, groups = 4, rows = batch * d;
@@ -489,10 +489,8 @@ void run_chained_steps(std::int64_t batch) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
-#else
-  (void)batch;
-#endif
 }
+#endif
 
 TEST(SelectiveScanCuda, StateUpdateStepsChainedMatchReference) {
 #ifdef SIXFOLD_WITH_CUDA
