@@ -236,10 +236,9 @@ void gelu_bf16_steps(const std::uint16_t* x, std::uint16_t* y, std::int64_t coun
   auto generic = [&](std::int64_t from, std::int64_t to) {  // [from, to), 16 at a time, plain stores
     std::int64_t c = (col + from) % n;
     write_row<DType::bf16>(y + from, to - from, false, [&](std::int64_t i, int m) {
-      vf16 u = ld<DType::bf16>(x + from, i, m);
-      if (bias) u += ld<DType::f32>(bias, c, m);
+      const vf16 v = apply<DType::bf16, K>(x + from, nullptr, bias, i, c, m, g);
       if ((c += m) >= n) c %= n;
-      return g(u);
+      return v;
     }, nullptr);
   };
   const std::int64_t head = nt ? head_to_align<DType::bf16>(y, count) : 0;
