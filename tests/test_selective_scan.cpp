@@ -343,38 +343,65 @@ struct StepCase {
   bool has_D = true, has_z = true, has_bias = true, softplus = true;
 };
 
+// Fresh random inputs of one decoding step on `dev` (out with `out_pad` elements between rows),
+// and the float64 steps taken so far (ref_*), starting from the same state.
+std::vector<double> draw_A(std::int64_t count) {
+  std::vector<double> a = draw(std::size_t(count), std::log(0.05), std::log(4.0));
+  for (auto& v : a) v = -std::exp(v);
+  return a;
+}
+struct StepInputs {
+  StepCase c;
+  std::int64_t rows;
+  Rows x, dt, z, out, B, C;
+  Param A, D, bias, state;
+  StateUpdateTensors in;
+  std::vector<double> ref_state, ref_out, ref_mag, ref_state_mag;
+  StepInputs(const StepCase& c_, Device dev, int out_pad)
+      : c(c_), rows(c.batch * c.d),
+        x(c.dtype, draw(std::size_t(rows), -2, 2), c.batch, c.d, 0, dev),
+        dt(c.dtype, draw(std::size_t(rows), -3, 1), c.batch, c.d, 0, dev),
+        z(c.dtype, draw(std::size_t(rows), -3, 3), c.batch, c.d, 0, dev),
+        out(c.dtype, std::vector<double>(std::size_t(rows), NAN), c.batch, c.d, out_pad, dev),
+        B(c.dtype, draw(std::size_t(c.batch * c.groups * c.n), -1, 1), c.batch * c.groups, c.n, 0, dev),
+        C(c.dtype, draw(std::size_t(c.batch * c.groups * c.n), -1, 1), c.batch * c.groups, c.n, 0, dev),
+        A(draw_A(c.d * c.n), dev), D(draw(std::size_t(c.d), -1, 1), dev), bias(draw(std::size_t(c.d), -0.5, 0.5), dev),
+        state(draw(std::size_t(rows * c.n), -1, 1), dev), ref_state(state.stored) {
+    in.x = x.view({c.batch, c.d});
+    in.dt = dt.view({c.batch, c.d});
+    in.A = A.view({c.d, c.n});
+    in.B = B.view({c.batch, c.groups, c.n});
+    in.C = C.view({c.batch, c.groups, c.n});
+    if (c.has_D) in.D = D.view({c.d});
+    if (c.has_z) in.z = z.view({c.batch, c.d});
+    if (c.has_bias) in.dt_bias = bias.view({c.d});
+  }
+  void step(Stream s = {}) {
+    selective_state_update(state.view({c.batch, c.d, c.n}), in, out.view({c.batch, c.d}), {c.softplus}, s);
+  }
+  void reference_steps(int steps) {
+    for (int k = 0; k < steps; ++k)
+      ref_out = reference::selective_state_update(
+          ref_state, c.batch, c.d, c.n, c.groups, x.stored, dt.stored, A.stored, B.stored, C.stored,
+          c.has_D ? D.stored : std::vector<double>{}, c.has_z ? z.stored : std::vector<double>{},
+          c.has_bias ? bias.stored : std::vector<double>{}, c.softplus, &ref_mag, &ref_state_mag);
+  }
+  // The device's output and state against the float64 steps.
+  void check() const {
+    expect_close(c.dtype, out.read(), ref_out, c.batch, c.d, "out", &ref_mag);
+    expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * c.n, rows * c.n), ref_state, rows, c.n,
+                 "state", &ref_state_mag);
+  }
+};
+
 void run_step(const StepCase& c, Device dev) {
   SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " b" + std::to_string(c.batch) + " d" + std::to_string(c.d) +
                " n" + std::to_string(c.n) + " g" + std::to_string(c.groups) + " on " + to_string(dev));
-  const std::int64_t rows = c.batch * c.d, n = c.n;
-  Rows x(c.dtype, draw(std::size_t(rows), -2, 2), c.batch, c.d, 0, dev);
-  Rows dt(c.dtype, draw(std::size_t(rows), -3, 1), c.batch, c.d, 0, dev);
-  Rows z(c.dtype, draw(std::size_t(rows), -3, 3), c.batch, c.d, 0, dev);
-  Rows out(c.dtype, std::vector<double>(std::size_t(rows), NAN), c.batch, c.d, 2, dev);  // padded rows
-  Rows B(c.dtype, draw(std::size_t(c.batch * c.groups * n), -1, 1), c.batch * c.groups, n, 0, dev);
-  Rows C(c.dtype, draw(std::size_t(c.batch * c.groups * n), -1, 1), c.batch * c.groups, n, 0, dev);
-  std::vector<double> a = draw(std::size_t(c.d * n), std::log(0.05), std::log(4.0));
-  for (auto& v : a) v = -std::exp(v);
-  Param A(a, dev), D(draw(std::size_t(c.d), -1, 1), dev), bias(draw(std::size_t(c.d), -0.5, 0.5), dev);
-  Param state(draw(std::size_t(rows * n), -1, 1), dev);
-  StateUpdateTensors in;
-  in.x = x.view({c.batch, c.d});
-  in.dt = dt.view({c.batch, c.d});
-  in.A = A.view({c.d, n});
-  in.B = B.view({c.batch, c.groups, n});
-  in.C = C.view({c.batch, c.groups, n});
-  if (c.has_D) in.D = D.view({c.d});
-  if (c.has_z) in.z = z.view({c.batch, c.d});
-  if (c.has_bias) in.dt_bias = bias.view({c.d});
-  selective_state_update(state.view({c.batch, c.d, n}), in, out.view({c.batch, c.d}), {c.softplus});
+  StepInputs s(c, dev, 2);  // padded output rows
+  s.step();
   synchronize(dev);
-  std::vector<double> ref_state = state.stored, ref_mag, ref_state_mag;
-  const auto ref = reference::selective_state_update(
-      ref_state, c.batch, c.d, n, c.groups, x.stored, dt.stored, A.stored, B.stored, C.stored,
-      c.has_D ? D.stored : std::vector<double>{}, c.has_z ? z.stored : std::vector<double>{},
-      c.has_bias ? bias.stored : std::vector<double>{}, c.softplus, &ref_mag, &ref_state_mag);
-  expect_close(c.dtype, out.read(), ref, c.batch, c.d, "out", &ref_mag);
-  expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * n, rows * n), ref_state, rows, n, "state", &ref_state_mag);
+  s.reference_steps(1);
+  s.check();
 }
 
 std::vector<StepCase> step_cases() {
@@ -432,60 +459,31 @@ TEST(SelectiveScanCuda, StateUpdateLaneVariantsMatchReference) {
 #ifdef SIXFOLD_WITH_CUDA
 void run_chained_steps(std::int64_t batch) {
   SCOPED_TRACE("batch " + std::to_string(batch));
-  const Device dev = Device::cuda(0);
-  const std::int64_t d = 1024, n = 16, groups = 4, rows = batch * d;
-  const DType t = DType::f32;
-  Rows x(t, draw(std::size_t(rows), -2, 2), batch, d, 0, dev);
-  Rows dt(t, draw(std::size_t(rows), -3, 1), batch, d, 0, dev);
-  Rows z(t, draw(std::size_t(rows), -3, 3), batch, d, 0, dev);
-  Rows out(t, std::vector<double>(std::size_t(rows), NAN), batch, d, 0, dev);
-  Rows B(t, draw(std::size_t(batch * groups * n), -1, 1), batch * groups, n, 0, dev);
-  Rows C(t, draw(std::size_t(batch * groups * n), -1, 1), batch * groups, n, 0, dev);
-  std::vector<double> a = draw(std::size_t(d * n), std::log(0.05), std::log(4.0));
-  for (auto& v : a) v = -std::exp(v);
-  Param A(a, dev), D(draw(std::size_t(d), -1, 1), dev), bias(draw(std::size_t(d), -0.5, 0.5), dev);
-  Param state(draw(std::size_t(rows * n), -1, 1), dev);
-  StateUpdateTensors in;
-  in.x = x.view({batch, d});
-  in.dt = dt.view({batch, d});
-  in.A = A.view({d, n});
-  in.B = B.view({batch, groups, n});
-  in.C = C.view({batch, groups, n});
-  in.D = D.view({d});
-  in.z = z.view({batch, d});
-  in.dt_bias = bias.view({d});
-  std::vector<double> ref_state = state.stored, ref_out, ref_mag, ref_state_mag;
-  const auto reference_steps = [&](int steps) {
-    for (int k = 0; k < steps; ++k)
-      ref_out = reference::selective_state_update(ref_state, batch, d, n, groups, x.stored, dt.stored, A.stored,
-                                                  B.stored, C.stored, D.stored, z.stored, bias.stored, true,
-                                                  &ref_mag, &ref_state_mag);
-  };
-  const auto check = [&](const char* how) {
-    SCOPED_TRACE(how);
-    expect_close(t, out.read(), ref_out, batch, d, "out", &ref_mag);
-    expect_close(DType::f32, decode(DType::f32, state.buf->host(), 1, rows * n, rows * n), ref_state, rows, n,
-                 "state", &ref_state_mag);
-  };
+  StepCase c;
+  c.batch = batch, c.d = 1024, c.n = 16, c.groups = 4;
+  StepInputs st(c, Device::cuda(0), 0);
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  const auto step = [&] {
-    selective_state_update(state.view({batch, d, n}), in, out.view({batch, d}), {true}, Stream{s});
-  };
-  for (int k = 0; k < 6; ++k) step();
+  for (int k = 0; k < 6; ++k) st.step(Stream{s});
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  reference_steps(6);
-  check("six steps on a stream");
+  st.reference_steps(6);
+  {
+    SCOPED_TRACE("six steps on a stream");
+    st.check();
+  }
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  for (int k = 0; k < 3; ++k) step();
+  for (int k = 0; k < 3; ++k) st.step(Stream{s});
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  reference_steps(6);
-  check("three steps in a graph, replayed twice");
+  st.reference_steps(6);
+  {
+    SCOPED_TRACE("three steps in a graph, replayed twice");
+    st.check();
+  }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
