@@ -87,6 +87,10 @@ std::vector<Case> cases() {
       for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 7}, {5, 4095}, {2, 4096}, {33, 1024}, {70000, 8}, {1, 1 << 20}})
         all.push_back({k, t, rows, n});
       all.push_back({k, t, 9, 1000, false, 5});        // strided rows, no bias
+      // Rows longer than the CPU's bias tile (131072 columns): tiles cut over the threads
+      // mid-row, a last tile of 37 columns; strided, a last tile of one column.
+      all.push_back({k, t, 3, (1 << 18) + 37});
+      all.push_back({k, t, 2, (1 << 17) + 1, true, 5});
       all.push_back({k, t, 4, 512, true, 8, true});     // in place
       all.push_back({k, t, 3, 64, false, 0, false, true});  // special values, vector path
       all.push_back({k, t, 2, 33, false, 0, false, true});  // special values, scalar path
@@ -187,11 +191,13 @@ TEST(Activation, CudaChainedAfterCopiesMatchReference) {
 // redone exactly, which this checks value by value (within 1 unit in the last place of the
 // output dtype, or 1e-7 absolute in the far tail).
 TEST(Activation, CpuStreamedOffsetRowsWithSpecialsMatchReference) {
-  const std::int64_t rows = 1031, n = 4099, total = rows * n;  // 8.4 MB of 16-bit output
   std::normal_distribution<double> nd(0.0, 3.0);
+  // 8.4 / 8.9 MB of 16-bit output: whole rows, then rows in column tiles of the bias
+  for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{1031, 4099}, {17, 262147}})
   for (ActivationKind k : {ActivationKind::gelu_erf, ActivationKind::gelu_tanh})
     for (DType t : {DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::to_string(int(k)) + " " + std::string(dtype_name(t)));
+      const std::int64_t total = rows * n;
+      SCOPED_TRACE(std::to_string(int(k)) + " " + std::string(dtype_name(t)) + " " + std::to_string(n));
       std::vector<double> bias(static_cast<std::size_t>(n)), x(static_cast<std::size_t>(total));
       for (auto& v : bias) v = nd(engine()) * 0.3;
       auto bb = encode(t, bias, 1, n, n);

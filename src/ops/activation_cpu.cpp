@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "activation_entries.hpp"
@@ -199,10 +200,10 @@ int make_gelu16() { return 0; }
 constexpr int kGeluAhead = 8192;
 
 // y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
-template <DType T, ActivationKind K, class Gelu16>
+template <DType T, ActivationKind K, bool kPrefetch = true, class Gelu16>
 inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t i, std::int64_t bi, int m,
                   const Gelu16& gelu16) {
-  if (m == 16) {
+  if (kPrefetch && m == 16) {
     if constexpr (K == ActivationKind::silu_gate) {
       prefetch_ahead(at<T>(x, i));
       prefetch_ahead(at<T>(b, i));
@@ -227,12 +228,15 @@ inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t 
 // rounded by one vcvtne2ps2bf16. That conversion reads f32 denormals as zero; where one of the
 // 32 outputs comes out ±0 (an exact zero, or a denormal y, which needs |u| < 2^-125) the step is
 // stored again by vstore2, whose exact rounding keeps the denormal (one test a step against two
-// class tests). col: the column of x[0]; bias: n + 32 columns, wrapped.
+// class tests). col: the column of x[0]; bias: n + 32 columns, wrapped. next: where the input
+// goes on after x[count) (a column tile's next segment, or nullptr: x + count), so that the
+// prefetch runs into it.
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 constexpr bool kGeluBf16Steps = true;
 template <ActivationKind K>
 void gelu_bf16_steps(const std::uint16_t* x, std::uint16_t* y, std::int64_t count, bool nt, const float* bias,
-                     std::int64_t col, std::int64_t n, const GLookup g) {  // g by value: its table stays in registers across the stores
+                     std::int64_t col, std::int64_t n, const GLookup g,  // g by value: its table stays in registers across the stores
+                     const std::uint16_t* next = nullptr) {
   auto generic = [&](std::int64_t from, std::int64_t to) {  // [from, to), 16 at a time, plain stores
     std::int64_t c = (col + from) % n;
     write_row<DType::bf16>(y + from, to - from, false, [&](std::int64_t i, int m) {
@@ -250,8 +254,12 @@ void gelu_bf16_steps(const std::uint16_t* x, std::uint16_t* y, std::int64_t coun
   const __m512i lo = _mm512_load_si512(kWiden[0]), hi = _mm512_load_si512(kWiden[1]);
   constexpr __mmask32 kOdd = 0xAAAAAAAAu;
   std::int64_t c = (col + head) % n;
-  for (std::int64_t i = head; i < stop; i += 32) {
-    prefetch_ahead<kGeluAhead, 2>(x + i);
+  // Two loops, so that the step itself has no select: the prefetch from x until it would pass
+  // x[count), then from next.
+  constexpr std::int64_t kAhead = kGeluAhead / 2;
+  const std::int64_t split = next ? std::clamp(count - kAhead, head, stop) : stop;
+  auto step = [&](std::int64_t i, const std::uint16_t* pf) __attribute__((always_inline)) {
+    __builtin_prefetch(pf, 0, 2);
     const __m512i raw = _mm512_loadu_si512(x + i);
     vf16 u0 = (vf16)_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kOdd, lo, raw));
     vf16 u1 = (vf16)_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kOdd, hi, raw));
@@ -268,16 +276,79 @@ void gelu_bf16_steps(const std::uint16_t* x, std::uint16_t* y, std::int64_t coun
       vstore2<DType::bf16>(y + i, GLookup::times_g((__m512)u0, g0), GLookup::times_g((__m512)u1, g1), nt);
     else if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i), h);
     else _mm512_storeu_si512(y + i, h);
-  }
+  };
+  std::int64_t i = head;
+  for (; i < split; i += 32) step(i, x + i + kAhead);
+  for (; i < stop; i += 32) step(i, next + (i + kAhead - count));
   generic(stop, count);
 }
 #else
 constexpr bool kGeluBf16Steps = false;
 #endif
 
+// Rows longer than kBiasTileCols with a bias are walked in column tiles: every row's segment of
+// one tile, then the next tile, so that the tile's bias (f32) stays in L2. Whole rows read the
+// bias again from beyond L2 for every row: at 32×1048576 bf16, 4 MB of f32 beside the row's 2 MB
+// in and 2 MB out. Segments are cut over the threads in that order; the prefetch runs from a
+// segment's end into the thread's next segment, and each thread converts the bias of the tile it
+// is in (no n-column f32 copy of the bias per call). Dev box (Intel Xeon, 2 cores, copy 49.8
+// GB/s), bias_gelu bf16, two rounds, % of copy at 256×262144 / 32×1048576: whole rows 66–68 /
+// 46–49; tiles of 16384 columns 64–65 / 59–63, 32768 63–64 / 55–61, 65536 72–74 / 67–69,
+// 131072 **75 / 75–76**, 262144 68–69 / 65 (the 16384×8192 rows, whole, 77–84 in the same runs).
+constexpr std::int64_t kBiasTileCols = std::int64_t(1) << 17;
+
+template <DType T, ActivationKind K>
+void activation_tiles(const ActivationArgs& a) {
+  const std::int64_t n = a.x.n, rows = a.x.rows, tiles = (n + kBiasTileCols - 1) / kBiasTileCols;
+  const std::int64_t total = rows * tiles;
+  const bool nt = stream_output(rows * n * kElemBytes<T>);
+#pragma omp parallel
+  {
+    const auto gelu16 = make_gelu16<T, K>();
+    const int t = omp_get_thread_num(), nth = omp_get_num_threads();
+    const std::int64_t lo = total * t / nth, hi = total * (t + 1) / nth;
+    std::vector<float> bias(std::size_t(kBiasTileCols) + 32);
+    std::int64_t have = -1;  // the tile whose bias is in `bias`
+    const auto segment = [&](std::int64_t k) {  // tile k / rows of row k % rows: its first column
+      return std::pair{k % rows, k / rows * kBiasTileCols};
+    };
+    for (std::int64_t k = lo; k < hi; ++k) {
+      const auto [r, c0] = segment(k);
+      const std::int64_t count = std::min(kBiasTileCols, n - c0);
+      if (c0 != have) {
+        load_row(a.dtype, at<T>(a.bias, c0), bias.data(), count);
+        have = c0;
+      }
+      const void* x = at<T>(a.x.data, r * a.x.row_stride + c0);
+      void* y = at<T>(a.out.data, r * a.out.row_stride + c0);
+      const void* next = nullptr;
+      if (k + 1 < hi) {
+        const auto [r1, c1] = segment(k + 1);
+        next = at<T>(a.x.data, r1 * a.x.row_stride + c1);
+      }
+      if constexpr (kGeluBf16Steps && T == DType::bf16 && kTableGelu<T, K>) {
+        gelu_bf16_steps<K>(static_cast<const std::uint16_t*>(x), static_cast<std::uint16_t*>(y), count, nt,
+                           bias.data(), 0, count, gelu16, static_cast<const std::uint16_t*>(next));
+      } else {
+        constexpr std::int64_t kAhead = kGeluAhead / kElemBytes<T>;
+        write_row<T>(y, count, nt, [&](std::int64_t i, int m) {
+          if (m == 16) {
+            const std::int64_t f = i + kAhead;
+            if (f < count) __builtin_prefetch(at<T>(x, f), 0, 2);
+            else if (next) __builtin_prefetch(at<T>(next, f - count), 0, 2);
+          }
+          return apply<T, K, false>(x, nullptr, bias.data(), i, i, m, gelu16);
+        }, nullptr);
+      }
+    }
+    if (nt) stream_fence();
+  }
+}
+
 template <DType T, ActivationKind K>
 void activation_rows(const ActivationArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
+  if (K != ActivationKind::silu_gate && a.bias && n > kBiasTileCols) return activation_tiles<T, K>(a);
   // The bias in f32, followed by its first 32 columns again (wrapping as often as a short row
   // needs): a 16- or 32-lane chunk of the flat range that crosses into the next row reads on past n.
   std::vector<float> bias;
