@@ -36,6 +36,8 @@
 #   torch     bench/torch_norm.py (sixfold's Python wrapper beside PyTorch eager, the unfused
 #             chain and torch.compile, same process; TORCH_ARGS, default all families and shapes),
 #             the extension built here by dev/build_pymod.sh against AB_BIN/libsixfold.a.xz
+#   act-vars  the activation rows (ACT_SHAPES) of the new CLI, default and with each entry of
+#             ACT_VARS (NAME=VALUE[,NAME=VALUE...]) set, two rounds
 #   act       test_activation (GPU required, memcheck), then bench/torch_activation.py (ACT_ARGS,
 #             default --graph) with each of AB_BIN/libsixfold_old, _mid and libsixfold.a.xz built
 #             into an extension (the older ones --sixfold-only), two rounds
@@ -174,6 +176,19 @@ if want norm-vars; then  # SIXFOLD_NORM_BWD_KERNEL variants of the new CLI (VARS
     done
   done
   grep -E "^==|sixfold::" "$out/norm_vars.log" | cut -c1-150 | tee -a "$out/summary.txt"
+fi
+
+if want act-vars; then  # the activation rows of the new CLI, default and with each NAME=VALUE of ACT_VARS, two rounds
+  el "activation variants: default ${ACT_VARS:-SIXFOLD_ACT_ROWS=2}"
+  for round in 1 2; do
+    for v in default ${ACT_VARS:-SIXFOLD_ACT_ROWS=2}; do
+      echo "== act round $round: $v" >>"$out/act_vars.log"
+      ( if [[ $v != default ]]; then for kv in ${v//,/ }; do export "${kv?}"; done; fi
+        SIXFOLD_NORM_CASES=activation SIXFOLD_NORM_SKIP_NAIVE=1 SIXFOLD_NORM_SHAPES=${ACT_SHAPES:-4096x4096,65536x1024,16384x8192} \
+        timeout 150 "$cli_new" bench norm --backend cuda --seconds 0.25 >>"$out/act_vars.log" 2>&1 )
+    done
+  done
+  grep -E "^==|sixfold::" "$out/act_vars.log" | cut -c1-150 | tee -a "$out/summary.txt"
 fi
 
 if want ncu-norm; then
