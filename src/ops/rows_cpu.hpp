@@ -448,11 +448,11 @@ inline bool rows_aligned64(const void* data, std::int64_t row_stride, std::int64
   return reinterpret_cast<std::uintptr_t>(data) % 64 == 0 && (rows <= 1 || row_stride * kElemBytes<T> % 64 == 0);
 }
 
-// Software prefetch of the pair at i of a row read from memory, 4 KB ahead.
-template <DType T>
+// Software prefetch of the pair at i of a row read from memory, Ahead bytes ahead (into L1).
+template <DType T, int Ahead = 4096>
 inline void prefetch_pair(const void* row, std::int64_t i) {
-  prefetch_ahead(at<T>(row, i));
-  if constexpr (kElemBytes<T> == 4) prefetch_ahead(at<T>(row, i + 16));
+  prefetch_ahead<Ahead>(at<T>(row, i));
+  if constexpr (kElemBytes<T> == 4) prefetch_ahead<Ahead>(at<T>(row, i + 16));
 }
 
 // Elements to process before dst (element type T, aligned to the element size) reaches a
