@@ -52,11 +52,11 @@ struct RowTerms {
 template <DType T, DType Wt, bool Split, bool Layer, bool Saved>
 struct PassA {
   // x and dy are prefetched 2 KB ahead into L1, where the forward's one stream goes 4 KB ahead.
-  // Dev box (Intel Xeon, 2 cores, copy 49.8 GB/s), bf16, saved statistics, against 4 KB ahead,
-  // alternating, three rounds, % of copy: rms 16384×8192 76.6–77.9 → 78.9–81.2, layer
-  // 16384×8192 69.6–70.7 → 70.8–73.3, 4096×4096 67.1–67.2 → 67.6–69.3, 65536×1024 77.8–79.7 →
-  // 80.1–81.6; rms at the two smaller shapes within noise. (1 and 3 KB read like 2 KB in a knob
-  // sweep; 0.5 and 8 KB slower, and into L2 (prefetcht1) slower by 6–10.)
+  // Dev box (Intel Xeon, 2 cores, copy 49.8 GB/s), bf16, saved statistics, 4 KB → 2 KB ahead,
+  // the two CLIs alternating, four rounds, % of copy: layer 16384×8192 69.5–72.6 → 72.7–74.7,
+  // 4096×4096 66.4–70.5 → 68.9–71.4, 65536×1024 78.9–81.0 → 79.8–82.3; rms 65536×1024
+  // 86.2–88.4 → 88.2–90.3, at the two larger shapes unchanged (78–83). In a knob sweep 1 and 3 KB
+  // read like 2 KB; 0.5 and 8 KB were slower, and into L2 (prefetcht1) slower by 6–10.
   static constexpr int kAhead = 2048;
   const NormBackwardArgs* a;
   Row row;
