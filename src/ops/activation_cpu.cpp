@@ -298,16 +298,15 @@ constexpr bool kGeluBf16Steps = false;
 constexpr std::int64_t kBiasTileCols = std::int64_t(1) << 17;
 
 template <DType T, ActivationKind K>
-void activation_tiles(const ActivationArgs& a) {
+void activation_tiles(const ActivationArgs& a, bool nt) {
   const std::int64_t n = a.x.n, rows = a.x.rows, tiles = (n + kBiasTileCols - 1) / kBiasTileCols;
   const std::int64_t total = rows * tiles;
-  const bool nt = stream_output(rows * n * kElemBytes<T>);
 #pragma omp parallel
   {
     const auto gelu16 = make_gelu16<T, K>();
     const int t = omp_get_thread_num(), nth = omp_get_num_threads();
     const std::int64_t lo = total * t / nth, hi = total * (t + 1) / nth;
-    std::vector<float> bias(std::size_t(kBiasTileCols) + 32);
+    std::vector<float> bias(static_cast<std::size_t>(kBiasTileCols));  // segments never cross a row: no wrap
     std::int64_t have = -1;  // the tile whose bias is in `bias`
     const auto segment = [&](std::int64_t k) {  // tile k / rows of row k % rows: its first column
       return std::pair{k % rows, k / rows * kBiasTileCols};
@@ -348,7 +347,8 @@ void activation_tiles(const ActivationArgs& a) {
 template <DType T, ActivationKind K>
 void activation_rows(const ActivationArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
-  if (K != ActivationKind::silu_gate && a.bias && n > kBiasTileCols) return activation_tiles<T, K>(a);
+  const bool nt = stream_output(rows * n * kElemBytes<T>);
+  if (K != ActivationKind::silu_gate && a.bias && n > kBiasTileCols) return activation_tiles<T, K>(a, nt);
   // The bias in f32, followed by its first 32 columns again (wrapping as often as a short row
   // needs): a 16- or 32-lane chunk of the flat range that crosses into the next row reads on past n.
   std::vector<float> bias;
@@ -359,7 +359,6 @@ void activation_rows(const ActivationArgs& a) {
   }
   const float* bp = a.bias ? bias.data() : nullptr;
   const bool gate = K == ActivationKind::silu_gate;
-  const bool nt = stream_output(rows * n * kElemBytes<T>);
   // One flat range when every row follows the previous one: a bias is then indexed by a column
   // counter that the chunk calls advance (write_rows makes them once each, in order of i).
   // Otherwise rows one by one, which cost 20–35% more here at 1024-element rows.
