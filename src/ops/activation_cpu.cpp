@@ -27,11 +27,26 @@
 namespace sixfold::detail {
 namespace {
 
-// u·Φ(u) by the folded fit (GeluErfFolded): Φ = 1/2 + u·P̂(w)/Q̂(w) clamped to [0, 1].
+// Φ(−a) for a ≥ 2, where 1/2 + u·P̂/Q̂ cancels (at u = −5.4 it kept no correct digit of a
+// result of −1.7e-7): a·erfc(a/√2)·e^(a²/2) is a degree-7 polynomial M in s = 1/a (least squares,
+// weighted for relative error, on [0, 1/2]: dev/activation/erf_tail_fit.cpp), and
+// Φ(−a) = M(s)·s·e^(−a²/2)/2, relative error ≤ 5e-6 for a < 13 (e^(−a²/2)'s argument rounds).
+// a = +inf gives 0.
+inline vf16 phi_far_tail(vf16 a) {
+  constexpr float m[8] = {7.978851795e-01f, -1.823188504e-04f, -7.890898585e-01f, -1.650689542e-01f,
+                          3.939515829e+00f, -7.778289318e+00f, 6.980919838e+00f, -2.522224665e+00f};
+  const vf16 s = 1.0f / a;
+  vf16 p = s * m[7] + m[6];
+  for (int k = 5; k >= 0; --k) p = p * s + m[k];
+  return p * s * vexp_nonpositive<5>(a * a * -0.5f) * 0.5f;
+}
+
+// u·Φ(u) by the folded fit (GeluErfFolded): Φ = 1/2 + u·P̂(w)/Q̂(w) clamped to [0, 1]; below
+// u = −2 (in vectors that have such lanes), Φ from phi_far_tail.
 inline vf16 gelu_erf(vf16 u) {
   constexpr GeluErfFolded c = gelu_erf_folded();
   const vf16 u2 = u * u;
-  const vf16 w = u2 < GeluErfFolded::kWMax ? u2 : vsplat(GeluErfFolded::kWMax);
+  const vf16 w = vselect(u2 < GeluErfFolded::kWMax, u2, vsplat(GeluErfFolded::kWMax));
   vf16 p = w * c.p[0] + c.p[1];
   vf16 q = w * c.q[0] + c.q[1];
   for (int k = 2; k < 6; ++k) {
@@ -39,7 +54,9 @@ inline vf16 gelu_erf(vf16 u) {
     q = q * w + c.q[k];
   }
   vf16 phi = u * p * vrcp(q) + 0.5f;
-  phi = phi < 1.0f ? phi : vsplat(1.0f);
+  phi = vselect(phi < 1.0f, phi, vsplat(1.0f));
+  const vi16 far = u < -2.0f;
+  if (vany(far)) phi = vselect(far, phi_far_tail(-u), phi);
   return u * vmax16(phi, vf16{});
 }
 
@@ -160,8 +177,8 @@ inline vf16 times_sigmoid(vf16 v, vf16 t) {
   return v * (vf16)r;
 #else
   const vf16 na = t * (1.0f / kLog2e);
-  const vf16 s = vrcp(1.0f + vexp<exp_degree<T>>(na < 80.0f ? na : vsplat(80.0f)));
-  return v * (na > 80.0f ? vf16{} : s);
+  const vf16 s = vrcp(1.0f + vexp<exp_degree<T>>(vselect(na < 80.0f, na, vsplat(80.0f))));
+  return v * vselect(na > 80.0f, vf16{}, s);
 #endif
 }
 

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "attention_entries.hpp"
+#include "vec16.hpp"
 #include "rows_cpu.hpp"
 #include "sixfold/runtime/vec_math.hpp"
 
@@ -48,7 +49,7 @@
 namespace sixfold::detail {
 namespace {
 
-using vf = float __attribute__((vector_size(64)));  // 16 f32 lanes
+using vf = vf16;  // 16 f32 lanes (vec16.hpp)
 constexpr int kLanes = 16;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -59,26 +60,24 @@ inline vf vload(const float* p) {
 }
 inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 inline vf vsplat(float x) { return vf{} + x; }
-inline vf vmax(vf a, vf b) { return a > b ? a : b; }  // NaN in b propagates
+inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }  // NaN in b propagates
 
 // exp_f32 (sixfold/runtime/vec_math.hpp) on 16 lanes at once: the same range reduction,
 // polynomial and clamping, written on vector types because GCC does not vectorize the scalar
 // function inside these lane loops. Round-to-nearest-even by the 1.5·2^23 trick (|x·log2 e| < 2^22
 // after clamping), which equals rint.
 inline vf vexp(vf x) {
-  using vi = std::int32_t __attribute__((vector_size(64)));
   const float hi = 88.72283f, lo = -87.33654f;
-  vf xc = x > hi ? vsplat(hi) : x;
-  xc = xc < lo ? vsplat(lo) : xc;
+  vf xc = vselect(x > hi, vsplat(hi), x);
+  xc = vselect(xc < lo, vsplat(lo), xc);
   const vf k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const vf p = exp_reduced(xc, k);
-  const vi ki = __builtin_convertvector(k, vi);
-  const vi k1 = ki >> 1, k2 = ki - k1;
-  vf y = p * reinterpret_cast<const vf&>(static_cast<const vi&>((k1 + 127) << 23)) *
-         reinterpret_cast<const vf&>(static_cast<const vi&>((k2 + 127) << 23));
-  y = x > hi ? vsplat(__builtin_inff()) : y;
-  y = x < lo ? vf{} : y;
-  return x != x ? x : y;
+  const vi16 ki = vconvert<vi16>(k);
+  const vi16 k1 = ki >> 1, k2 = ki - k1;
+  vf y = p * std::bit_cast<vf>((k1 + 127) << 23) * std::bit_cast<vf>((k2 + 127) << 23);
+  y = vselect(x > hi, vsplat(__builtin_inff()), y);
+  y = vselect(x < lo, vf{}, y);
+  return vselect(x != x, x, y);
 }
 
 // exp(x) for the probabilities p = exp(s − m): x <= 0 or −inf (NaN need not survive here: a NaN
@@ -313,9 +312,8 @@ const float* rows_f32(const AttentionArgs& a, const char* head, std::int64_t str
 template <int NV>
 void mask_tile(float* st, std::int64_t nk, std::int64_t j0, const std::int64_t* lo,
                const std::int64_t* hi) {
-  using vi = std::int32_t __attribute__((vector_size(64)));
   constexpr int M = kLanes * NV;
-  vi a[NV], b[NV];  // the lane's range relative to the tile, clamped to int32
+  vi16 a[NV], b[NV];  // the lane's range relative to the tile, clamped to int32
   for (int u = 0; u < NV; ++u)
     for (int l = 0; l < kLanes; ++l) {
       const std::int64_t n = u * kLanes + l;
@@ -325,7 +323,7 @@ void mask_tile(float* st, std::int64_t nk, std::int64_t j0, const std::int64_t* 
   for (std::int32_t j = 0; j < std::int32_t(nk); ++j)
     for (int u = 0; u < NV; ++u) {
       const vf s = vload(st + j * M + u * kLanes);
-      vstore(st + j * M + u * kLanes, (j >= a[u] && j <= b[u]) ? s : vsplat(kNegInf));
+      vstore(st + j * M + u * kLanes, vselect((a[u] <= j) & (b[u] >= j), s, vsplat(kNegInf)));
     }
 }
 
@@ -408,7 +406,7 @@ void tile_fold(const AttentionArgs& a, const Seq& s, const Item& it, TileState& 
     for (int u = 0; u < NV; ++u) {
       const vf mold = vload(m_run + u * kLanes);
       const vf mn = vmax(mold, mx[u]);
-      msafe[u] = mn == kNegInf ? vf{} : mn;  // no key seen yet: exp(−inf − 0) = 0
+      msafe[u] = vselect(mn == kNegInf, vf{}, mn);  // no key seen yet: exp(−inf − 0) = 0
       vstore(alpha + u * kLanes, vexp(mold - msafe[u]));
       vstore(m_run + u * kLanes, mn);
     }

@@ -18,6 +18,7 @@
 
 #include "sixfold/runtime/dtype.hpp"
 #include "sixfold/runtime/vec_math.hpp"
+#include "vec16.hpp"
 
 namespace sixfold::detail {
 
@@ -103,20 +104,17 @@ inline void store_row(DType t, const float* src, void* dst, std::int64_t n) {
 
 // ---- 16-lane kernels: element access, streaming stores, exp --------------------------------
 // The row kernels of the norms and activations work on 16 f32 lanes (GCC vector types: one
-// zmm register with AVX-512, lowered to narrower vectors elsewhere). Elements are loaded from and
+// zmm register with AVX-512, two 32-byte halves elsewhere: vec16.hpp). Elements are loaded from and
 // stored to the tensor's dtype directly, so a row is read from memory once (the statistics) and
 // rewritten from L1/L2, with no f32 copy of it. Rows are cut into a head (up to the output's
 // 16-element alignment), full 16-lane chunks and a tail; head and tail use partial accesses that
 // never touch memory past the row. Outputs of calls larger than the cache are written with
 // non-temporal stores where built for AVX-512 (a plain store first reads the line it writes:
 // one extra transfer per line).
-using vf16 = float __attribute__((vector_size(64)));
-using vi16 = std::int32_t __attribute__((vector_size(64)));
-using vu16 = std::uint32_t __attribute__((vector_size(64)));
-using vh16 = std::uint16_t __attribute__((vector_size(32)));
+// (vf16, vi16, vu16, vh16: vec16.hpp)
 
 inline vf16 vsplat(float x) { return vf16{} + x; }
-inline vf16 vmax16(vf16 a, vf16 b) { return a > b ? a : b; }
+inline vf16 vmax16(vf16 a, vf16 b) { return vselect(a > b, a, b); }
 inline float hsum16(vf16 v) {  // fixed pairwise order
   float s8[8], s4[4];
   for (int l = 0; l < 8; ++l) s8[l] = v[l] + v[l + 8];
@@ -176,8 +174,8 @@ inline vh16 to_bf16_bits(vf16 v) {
   std::memcpy(&u, &v, sizeof u);
   const vu16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const vu16 q = (u >> 16) | 0x40u;
-  const vu16 b = (u & 0x7fffffffu) > 0x7f800000u ? q : r;
-  return __builtin_convertvector(b, vh16);
+  const vu16 b = vselect((u & 0x7fffffffu) > 0x7f800000u, q, r);
+  return vnarrow16(b);
 #endif
 }
 inline vf16 from_bf16_bits(vh16 h) {
@@ -186,7 +184,7 @@ inline vf16 from_bf16_bits(vh16 h) {
   std::memcpy(&hi, &h, sizeof hi);
   return (vf16)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
 #else
-  const vu16 u = __builtin_convertvector(h, vu16) << 16;
+  const vu16 u = vwiden16(h) << 16;
   vf16 v;
   std::memcpy(&v, &u, sizeof v);
   return v;
@@ -750,8 +748,8 @@ inline vf16 vexp2_impl(vf16 t) {
   if constexpr (Upper) t = (vf16)_mm512_min_ps(_mm512_set1_ps(160.0f), (__m512)t);
   t = (vf16)_mm512_max_ps(_mm512_set1_ps(-160.0f), (__m512)t);
 #else
-  if constexpr (Upper) t = t > 160.0f ? vsplat(160.0f) : t;
-  t = t < -160.0f ? vsplat(-160.0f) : t;
+  if constexpr (Upper) t = vselect(t > 160.0f, vsplat(160.0f), t);
+  t = vselect(t < -160.0f, vsplat(-160.0f), t);
 #endif
 #if defined(__AVX512F__)
   const vf16 k = (vf16)_mm512_roundscale_ps((__m512)t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -760,7 +758,7 @@ inline vf16 vexp2_impl(vf16 t) {
   const vf16 k = (t + 12582912.0f) - 12582912.0f;  // rint for |t| < 2^22
   // 2^k in three factors, each a normal number (k in [−160, 160]), so the product under- and
   // overflows only once, at the end (0 / +inf); NaN stays NaN through p.
-  const vi16 ki = __builtin_convertvector(k, vi16);
+  const vi16 ki = vconvert<vi16>(k);
   const vi16 k1 = ki / 3, k2 = (ki - k1) / 2, k3 = ki - k1 - k2;
   vi16 b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23, b3 = (k3 + 127) << 23;
   vf16 s1, s2, s3;

@@ -1,0 +1,159 @@
+// Internal: the 16-lane vector types of the CPU row kernels (vf16: f32 lanes; vi16 / vu16: 32-bit
+// integer lanes), and the two operations on them that are not C++ operators (vselect, vconvert).
+//
+// With AVX-512 they are GCC vector types of 64 bytes: one zmm register each. Without it they are
+// two 32-byte GCC vectors in a struct (Vec16), with the same lanes, the same operators and the
+// same memory layout. The 64-byte vector type itself cannot be used there: GCC 12 keeps a vector
+// wider than the target's registers in memory and moves it through general registers at every
+// use (a 16-chain FMA loop on an AVX2 Zen 4 ran at 7 GFLOP/s a core with it and at ~100 with
+// two 32-byte halves; the norm rows ran at 5–10% of copy).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace sixfold::detail {
+
+// 16 lanes of 16 bits (bf16 / f16 bits): 32 bytes, a native vector on every x86-64 target we build for.
+using vh16 = std::uint16_t __attribute__((vector_size(32)));
+
+#if defined(__AVX512F__)
+
+using vf16 = float __attribute__((vector_size(64)));
+using vi16 = std::int32_t __attribute__((vector_size(64)));
+using vu16 = std::uint32_t __attribute__((vector_size(64)));
+
+// Lane l of the result: a[l] where m[l] is true (all ones), b[l] where it is false (zero).
+template <class V>
+inline V vselect(vi16 m, V a, V b) {
+  return m ? a : b;
+}
+// Lane-wise conversion (as static_cast of each lane).
+template <class To, class From>
+inline To vconvert(From v) {
+  return __builtin_convertvector(v, To);
+}
+// Whether any lane of a mask is set.
+inline bool vany(vi16 m) { return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0; }
+// The low 16 bits of each lane, and 16-bit lanes zero-extended.
+inline vh16 vnarrow16(vu16 v) { return __builtin_convertvector(v, vh16); }
+inline vu16 vwiden16(vh16 h) { return __builtin_convertvector(h, vu16); }
+
+#else
+
+// 8 lanes of E: 32 bytes (GCC ignores vector_size on a dependent type, so one per E).
+template <class E>
+struct Half8;
+template <>
+struct Half8<float> {
+  using type = float __attribute__((vector_size(32)));
+};
+template <>
+struct Half8<std::int32_t> {
+  using type = std::int32_t __attribute__((vector_size(32)));
+};
+template <>
+struct Half8<std::uint32_t> {
+  using type = std::uint32_t __attribute__((vector_size(32)));
+};
+
+template <class E>
+struct Vec16 {
+  using Half = typename Half8<E>::type;
+  using Mask = Vec16<std::int32_t>;
+  Half lo, hi;  // lanes 0–7, 8–15
+
+  E operator[](int l) const { return l < 8 ? lo[l] : hi[l - 8]; }
+  // GCC vector types alias their element type: a lane is addressed as an E in the struct's storage.
+  E& operator[](int l) { return reinterpret_cast<E*>(this)[l]; }
+
+  friend Vec16 operator+(Vec16 a, Vec16 b) { return {a.lo + b.lo, a.hi + b.hi}; }
+  friend Vec16 operator-(Vec16 a, Vec16 b) { return {a.lo - b.lo, a.hi - b.hi}; }
+  friend Vec16 operator*(Vec16 a, Vec16 b) { return {a.lo * b.lo, a.hi * b.hi}; }
+  friend Vec16 operator/(Vec16 a, Vec16 b) { return {a.lo / b.lo, a.hi / b.hi}; }
+  friend Vec16 operator+(Vec16 a, E s) { return {a.lo + s, a.hi + s}; }
+  friend Vec16 operator-(Vec16 a, E s) { return {a.lo - s, a.hi - s}; }
+  friend Vec16 operator*(Vec16 a, E s) { return {a.lo * s, a.hi * s}; }
+  friend Vec16 operator/(Vec16 a, E s) { return {a.lo / s, a.hi / s}; }
+  friend Vec16 operator+(E s, Vec16 a) { return {s + a.lo, s + a.hi}; }
+  friend Vec16 operator-(E s, Vec16 a) { return {s - a.lo, s - a.hi}; }
+  friend Vec16 operator*(E s, Vec16 a) { return {s * a.lo, s * a.hi}; }
+  friend Vec16 operator/(E s, Vec16 a) { return {s / a.lo, s / a.hi}; }
+  Vec16 operator-() const { return {-lo, -hi}; }
+  Vec16& operator+=(Vec16 b) { return *this = *this + b; }
+  Vec16& operator-=(Vec16 b) { return *this = *this - b; }
+  Vec16& operator*=(Vec16 b) { return *this = *this * b; }
+  Vec16& operator+=(E s) { return *this = *this + s; }
+  Vec16& operator-=(E s) { return *this = *this - s; }
+  Vec16& operator*=(E s) { return *this = *this * s; }
+
+  // Comparisons give a mask of 32-bit lanes (all ones where true), as GCC's vector types do.
+  friend Mask operator<(Vec16 a, Vec16 b) { return mask(a.lo < b.lo, a.hi < b.hi); }
+  friend Mask operator>(Vec16 a, Vec16 b) { return mask(a.lo > b.lo, a.hi > b.hi); }
+  friend Mask operator<=(Vec16 a, Vec16 b) { return mask(a.lo <= b.lo, a.hi <= b.hi); }
+  friend Mask operator>=(Vec16 a, Vec16 b) { return mask(a.lo >= b.lo, a.hi >= b.hi); }
+  friend Mask operator==(Vec16 a, Vec16 b) { return mask(a.lo == b.lo, a.hi == b.hi); }
+  friend Mask operator!=(Vec16 a, Vec16 b) { return mask(a.lo != b.lo, a.hi != b.hi); }
+  friend Mask operator<(Vec16 a, E s) { return mask(a.lo < s, a.hi < s); }
+  friend Mask operator>(Vec16 a, E s) { return mask(a.lo > s, a.hi > s); }
+  friend Mask operator<=(Vec16 a, E s) { return mask(a.lo <= s, a.hi <= s); }
+  friend Mask operator>=(Vec16 a, E s) { return mask(a.lo >= s, a.hi >= s); }
+  friend Mask operator==(Vec16 a, E s) { return mask(a.lo == s, a.hi == s); }
+  friend Mask operator!=(Vec16 a, E s) { return mask(a.lo != s, a.hi != s); }
+
+  // Integer lanes: bitwise operations and shifts.
+  friend Vec16 operator&(Vec16 a, Vec16 b) requires std::is_integral_v<E> { return {a.lo & b.lo, a.hi & b.hi}; }
+  friend Vec16 operator|(Vec16 a, Vec16 b) requires std::is_integral_v<E> { return {a.lo | b.lo, a.hi | b.hi}; }
+  friend Vec16 operator&(Vec16 a, E s) requires std::is_integral_v<E> { return {a.lo & s, a.hi & s}; }
+  friend Vec16 operator|(Vec16 a, E s) requires std::is_integral_v<E> { return {a.lo | s, a.hi | s}; }
+  friend Vec16 operator<<(Vec16 a, int s) requires std::is_integral_v<E> { return {a.lo << s, a.hi << s}; }
+  friend Vec16 operator>>(Vec16 a, int s) requires std::is_integral_v<E> { return {a.lo >> s, a.hi >> s}; }
+
+ private:
+  template <class M>
+  static Mask mask(M l, M h) {
+    return {(typename Mask::Half)l, (typename Mask::Half)h};
+  }
+};
+
+using vf16 = Vec16<float>;
+using vi16 = Vec16<std::int32_t>;
+using vu16 = Vec16<std::uint32_t>;
+
+template <class V>
+inline V vselect(vi16 m, V a, V b) {
+  using H = typename V::Half;
+  return {H(m.lo ? H(a.lo) : H(b.lo)), H(m.hi ? H(a.hi) : H(b.hi))};
+}
+template <class To, class From>
+inline To vconvert(From v) {
+  return {__builtin_convertvector(v.lo, typename To::Half), __builtin_convertvector(v.hi, typename To::Half)};
+}
+inline bool vany(vi16 m) {
+#if defined(__AVX2__)
+  return _mm256_movemask_ps((__m256)(m.lo | m.hi)) != 0;
+#else
+  bool any = false;
+  for (int l = 0; l < 16; ++l) any = any || m[l] != 0;
+  return any;
+#endif
+}
+inline vh16 vnarrow16(vu16 v) {
+  using H8 = std::uint16_t __attribute__((vector_size(16)));
+  const H8 l = __builtin_convertvector(v.lo, H8), h = __builtin_convertvector(v.hi, H8);
+  return __builtin_shufflevector(l, h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+inline vu16 vwiden16(vh16 h) {
+  using H8 = std::uint16_t __attribute__((vector_size(16)));
+  const H8 l = __builtin_shufflevector(h, h, 0, 1, 2, 3, 4, 5, 6, 7);
+  const H8 u = __builtin_shufflevector(h, h, 8, 9, 10, 11, 12, 13, 14, 15);
+  return {__builtin_convertvector(l, vu16::Half), __builtin_convertvector(u, vu16::Half)};
+}
+
+#endif
+
+}  // namespace sixfold::detail
