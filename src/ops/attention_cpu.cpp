@@ -53,12 +53,8 @@ using vf = vf16;  // 16 f32 lanes (vec16.hpp)
 constexpr int kLanes = 16;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-inline vf vload(const float* p) {
-  vf v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+inline vf vload(const float* p) { return vload_bytes<vf>(p); }
+inline void vstore(float* p, vf v) { vstore_bytes(p, v); }
 inline vf vsplat(float x) { return vf{} + x; }
 inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }  // NaN in b propagates
 
@@ -74,7 +70,7 @@ inline vf vexp(vf x) {
   const vf p = exp_reduced(xc, k);
   const vi16 ki = vconvert<vi16>(k);
   const vi16 k1 = ki >> 1, k2 = ki - k1;
-  vf y = p * std::bit_cast<vf>((k1 + 127) << 23) * std::bit_cast<vf>((k2 + 127) << 23);
+  vf y = p * vbits<vf>((k1 + 127) << 23) * vbits<vf>((k2 + 127) << 23);
   y = vselect(x > hi, vsplat(__builtin_inff()), y);
   y = vselect(x < lo, vf{}, y);
   return vselect(x != x, x, y);

@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512F__)
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 headers (conversions built on _mm*_undefined_*).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -155,6 +157,20 @@ inline __m512i bf16_round_hi(vf16 v) {
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__)
+// AVX2: bf16_round_hi on 8 lanes (the same rule: nearest even in the high half, NaN kept quiet).
+template <bool kNanLowZero = false>
+inline __m256i bf16_round_hi8(__m256i u) {
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i t = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
+  if constexpr (kNanLowZero) return t;
+  const __m256 v = _mm256_castsi256_ps(u);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(t, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+}
+inline __m256i half_bits(vf16::Half h) { return (__m256i)h; }
+#endif
+
 inline vh16 to_bf16_bits(vf16 v) {
 #if defined(__AVX512BF16__)
   if (denormal_lanes(v) == 0) {
@@ -169,9 +185,14 @@ inline vh16 to_bf16_bits(vf16 v) {
   vh16 out;
   std::memcpy(&out, &h, sizeof out);
   return out;
+#elif defined(__AVX2__)
+  // Rounded high halves of the two 8-lane halves packed to 16 bits (packus interleaves the
+  // 128-bit lanes of its operands; the permute puts them back in order).
+  const __m256i lo = _mm256_srli_epi32(bf16_round_hi8(half_bits(v.lo)), 16);
+  const __m256i hi = _mm256_srli_epi32(bf16_round_hi8(half_bits(v.hi)), 16);
+  return (vh16)_mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
 #else
-  vu16 u;
-  std::memcpy(&u, &v, sizeof u);
+  const vu16 u = vbits<vu16>(v);
   const vu16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const vu16 q = (u >> 16) | 0x40u;
   const vu16 b = vselect((u & 0x7fffffffu) > 0x7f800000u, q, r);
@@ -183,11 +204,12 @@ inline vf16 from_bf16_bits(vh16 h) {
   __m256i hi;
   std::memcpy(&hi, &h, sizeof hi);
   return (vf16)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+#elif defined(__AVX2__)
+  const __m256i b = (__m256i)h;
+  return {(vf16::Half)_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16),
+          (vf16::Half)_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16)};
 #else
-  const vu16 u = vwiden16(h) << 16;
-  vf16 v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
+  return vbits<vf16>(vwiden16(h) << 16);
 #endif
 }
 
@@ -195,9 +217,7 @@ inline vf16 from_bf16_bits(vh16 h) {
 template <DType T>
 inline vf16 vload(const void* p) {
   if constexpr (T == DType::f32) {
-    vf16 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
+    return vload_bytes<vf16>(p);
   } else {
     vh16 h;
     std::memcpy(&h, p, sizeof h);
@@ -208,6 +228,9 @@ inline vf16 vload(const void* p) {
       __m256i hi;
       std::memcpy(&hi, &h, sizeof hi);
       return (vf16)_mm512_cvtph_ps(hi);
+#elif defined(__F16C__) && defined(__AVX2__)
+      const __m256i b = (__m256i)h;
+      return {(vf16::Half)_mm256_cvtph_ps(_mm256_castsi256_si128(b)), (vf16::Half)_mm256_cvtph_ps(_mm256_extracti128_si256(b, 1))};
 #else
       vf16 v;
       for (int l = 0; l < 16; ++l) v[l] = to_float(Half{h[l]});
@@ -220,7 +243,7 @@ inline vf16 vload(const void* p) {
 template <DType T>
 inline void vstore(void* p, vf16 v) {
   if constexpr (T == DType::f32) {
-    std::memcpy(p, &v, sizeof v);
+    vstore_bytes(p, v);
   } else if constexpr (T == DType::bf16) {
     const vh16 h = to_bf16_bits(v);
     std::memcpy(p, &h, sizeof h);
@@ -228,6 +251,11 @@ inline void vstore(void* p, vf16 v) {
 #if defined(__AVX512F__)
     const __m256i h = _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     std::memcpy(p, &h, sizeof h);
+#elif defined(__F16C__) && defined(__AVX2__)
+    const __m128i lo = _mm256_cvtps_ph((__m256)v.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i hi = _mm256_cvtps_ph((__m256)v.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    std::memcpy(p, &lo, sizeof lo);
+    std::memcpy(static_cast<char*>(p) + 16, &hi, sizeof hi);
 #else
     vh16 h;
     for (int l = 0; l < 16; ++l) h[l] = to_half(v[l]).bits;
@@ -237,12 +265,21 @@ inline void vstore(void* p, vf16 v) {
 }
 
 // Non-temporal store of 16 elements; p aligned to 16 elements (plain store where not built for
-// AVX-512).
+// AVX-512 or AVX2).
 template <DType T>
 inline void vstream(void* p, vf16 v) {
 #if defined(__AVX512F__)
   if constexpr (T == DType::f32) {
     _mm512_stream_ps(static_cast<float*>(p), (__m512)v);
+  } else {
+    alignas(32) std::uint16_t h[16];
+    vstore<T>(h, v);
+    _mm256_stream_si256(static_cast<__m256i*>(p), _mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+  }
+#elif defined(__AVX2__)
+  if constexpr (T == DType::f32) {
+    _mm256_stream_ps(static_cast<float*>(p), (__m256)v.lo);
+    _mm256_stream_ps(static_cast<float*>(p) + 8, (__m256)v.hi);
   } else {
     alignas(32) std::uint16_t h[16];
     vstore<T>(h, v);
@@ -297,6 +334,15 @@ inline void vload2_unordered(const void* p, vf16& a, vf16& b) {
     b = (vf16)_mm512_castsi512_ps(_mm512_and_si512(z, _mm512_set1_epi32(int(0xffff0000u))));
     return;
   }
+#elif defined(__AVX2__)
+  if constexpr (T == DType::bf16) {  // lane k of each half: elements 2k and 2k + 1 of its 16
+    const __m256i z0 = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+    const __m256i z1 = _mm256_loadu_si256(static_cast<const __m256i*>(p) + 1);
+    const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+    a = {(vf16::Half)_mm256_slli_epi32(z0, 16), (vf16::Half)_mm256_slli_epi32(z1, 16)};
+    b = {(vf16::Half)_mm256_and_si256(z0, high), (vf16::Half)_mm256_and_si256(z1, high)};
+    return;
+  }
 #endif
   a = vload<T>(p);
   b = vload<T>(static_cast<const char*>(p) + 16 * kElemBytes<T>);
@@ -347,7 +393,7 @@ inline vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
 // elements) is in order, 16 lanes at a time. Split (every helper's last template argument): the
 // call's choice; false keeps every chunk in order (for bf16 rows whose output does not start
 // on a 64-byte boundary, which the in-order write_rows aligns for its non-temporal stores).
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if (defined(__AVX512F__) && defined(__AVX512BW__)) || (!defined(__AVX512F__) && defined(__AVX2__))
 inline constexpr bool kPairSplitBuilt = true;
 #else
 inline constexpr bool kPairSplitBuilt = false;
@@ -427,6 +473,20 @@ inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
     else _mm512_storeu_si512(p, h);
     return;
   }
+#elif defined(__AVX2__)
+  if constexpr (kPairSplit<T>) {
+    // Each 32-bit lane: the rounded high half of b's lane (odd word) over a's (even word).
+    const auto hi = [](vf16::Half v) {
+      if constexpr (kExact) return half_bits(v);
+      else return bf16_round_hi8<kNanLowZero>(half_bits(v));
+    };
+    const __m256i h0 = _mm256_blend_epi16(_mm256_srli_epi32(hi(a.lo), 16), hi(b.lo), 0xaa);
+    const __m256i h1 = _mm256_blend_epi16(_mm256_srli_epi32(hi(a.hi), 16), hi(b.hi), 0xaa);
+    __m256i* q = static_cast<__m256i*>(p);
+    if (nt) _mm256_stream_si256(q, h0), _mm256_stream_si256(q + 1, h1);
+    else _mm256_storeu_si256(q, h0), _mm256_storeu_si256(q + 1, h1);
+    return;
+  }
 #endif
   vstore2<T, kNanLowZero>(p, a, b, nt);
 }
@@ -490,7 +550,7 @@ inline vf16 vround_pair(vf16 v) {
 // Whether a call writing `bytes` of output streams it past the caches (non-temporal stores):
 // only outputs too large to stay cached, where the line reads of plain stores cost bandwidth.
 inline bool stream_output(std::int64_t bytes) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
   return bytes >= (std::int64_t(8) << 20);
 #else
   (void)bytes;
@@ -501,7 +561,7 @@ inline bool stream_output(std::int64_t bytes) {
 // Orders this thread's non-temporal stores before its later stores (call before the barrier
 // that ends a parallel region which streamed).
 inline void stream_fence() {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
   _mm_sfence();
 #endif
 }
@@ -760,11 +820,7 @@ inline vf16 vexp2_impl(vf16 t) {
   // overflows only once, at the end (0 / +inf); NaN stays NaN through p.
   const vi16 ki = vconvert<vi16>(k);
   const vi16 k1 = ki / 3, k2 = (ki - k1) / 2, k3 = ki - k1 - k2;
-  vi16 b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23, b3 = (k3 + 127) << 23;
-  vf16 s1, s2, s3;
-  std::memcpy(&s1, &b1, sizeof s1);
-  std::memcpy(&s2, &b2, sizeof s2);
-  std::memcpy(&s3, &b3, sizeof s3);
+  const vf16 s1 = vbits<vf16>((k1 + 127) << 23), s2 = vbits<vf16>((k2 + 127) << 23), s3 = vbits<vf16>((k3 + 127) << 23);
   return exp2_poly<Deg>(t - k) * s1 * s2 * s3;
 #endif
 }

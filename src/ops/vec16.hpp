@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__AVX2__)
@@ -39,6 +40,22 @@ inline To vconvert(From v) {
 }
 // Whether any lane of a mask is set.
 inline bool vany(vi16 m) { return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0; }
+// The 64 bytes at p as a vector (unaligned), a vector stored there, and one vector type's bits
+// as another's.
+template <class V>
+inline V vload_bytes(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+inline void vstore_bytes(void* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class To, class From>
+inline To vbits(From v) {
+  return (To)v;
+}
 // The low 16 bits of each lane, and 16-bit lanes zero-extended.
 inline vh16 vnarrow16(vu16 v) { return __builtin_convertvector(v, vh16); }
 inline vu16 vwiden16(vh16 h) { return __builtin_convertvector(h, vu16); }
@@ -132,6 +149,24 @@ inline V vselect(vi16 m, V a, V b) {
 template <class To, class From>
 inline To vconvert(From v) {
   return {__builtin_convertvector(v.lo, typename To::Half), __builtin_convertvector(v.hi, typename To::Half)};
+}
+// Each half moved on its own: a copy of the whole struct went through the stack in 16-byte
+// pieces, and the 32-byte loads after it stalled on store forwarding.
+template <class V>
+inline V vload_bytes(const void* p) {
+  V v;
+  std::memcpy(&v.lo, p, sizeof v.lo);
+  std::memcpy(&v.hi, static_cast<const char*>(p) + sizeof v.lo, sizeof v.hi);
+  return v;
+}
+template <class V>
+inline void vstore_bytes(void* p, V v) {
+  std::memcpy(p, &v.lo, sizeof v.lo);
+  std::memcpy(static_cast<char*>(p) + sizeof v.lo, &v.hi, sizeof v.hi);
+}
+template <class To, class From>
+inline To vbits(From v) {
+  return {(typename To::Half)v.lo, (typename To::Half)v.hi};
 }
 inline bool vany(vi16 m) {
 #if defined(__AVX2__)
