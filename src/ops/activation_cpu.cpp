@@ -32,7 +32,7 @@ namespace {
 // weighted for relative error, on [0, 1/2]: dev/activation/erf_tail_fit.cpp), and
 // Φ(−a) = M(s)·s·e^(−a²/2)/2, relative error ≤ 5e-6 for a < 13 (e^(−a²/2)'s argument rounds).
 // a = +inf gives 0.
-inline vf16 phi_far_tail(vf16 a) {
+SIXFOLD_VEC vf16 phi_far_tail(vf16 a) {
   constexpr float m[8] = {7.978851795e-01f, -1.823188504e-04f, -7.890898585e-01f, -1.650689542e-01f,
                           3.939515829e+00f, -7.778289318e+00f, 6.980919838e+00f, -2.522224665e+00f};
   const vf16 s = 1.0f / a;
@@ -43,7 +43,7 @@ inline vf16 phi_far_tail(vf16 a) {
 
 // u·Φ(u) by the folded fit (GeluErfFolded): Φ = 1/2 + u·P̂(w)/Q̂(w) clamped to [0, 1]; below
 // u = −2 (in vectors that have such lanes), Φ from phi_far_tail.
-inline vf16 gelu_erf(vf16 u) {
+SIXFOLD_VEC vf16 gelu_erf(vf16 u) {
   constexpr GeluErfFolded c = gelu_erf_folded();
   const vf16 u2 = u * u;
   const vf16 w = vselect(u2 < GeluErfFolded::kWMax, u2, vsplat(GeluErfFolded::kWMax));
@@ -160,7 +160,7 @@ struct GLookup {
 // exp's 1e-4) and with one Newton step for f16 / f32: 13 vector instructions per 16 bf16
 // elements where the clamped, twice-compared form took 20.
 template <DType T>
-inline vf16 times_sigmoid(vf16 v, vf16 t) {
+SIXFOLD_VEC vf16 times_sigmoid(vf16 v, vf16 t) {
 #if defined(__AVX512F__)
   const __m512 tc = _mm512_max_ps(_mm512_set1_ps(-160.0f), (__m512)t);  // NaN stays NaN
   const __mmask16 keep = _mm512_cmp_ps_mask(tc, _mm512_set1_ps(80.0f * kLog2e), _CMP_LE_OQ);
@@ -184,13 +184,13 @@ inline vf16 times_sigmoid(vf16 v, vf16 t) {
 
 // u/2·(1 + tanh t) = u·sigmoid(2t), t = √(2/π)·(u + 0.044715u³): −2t·log2 e = u·(c0 + c1·u²).
 template <DType T>
-inline vf16 gelu_tanh(vf16 u) {
+SIXFOLD_VEC vf16 gelu_tanh(vf16 u) {
   constexpr float c0 = -2.0f * ActivationMath::kSqrt2OverPi * kLog2e, c1 = c0 * 0.044715f;
   return times_sigmoid<T>(u, u * (u * u * c1 + c0));
 }
 
 template <DType T>
-inline vf16 silu(vf16 a) { return times_sigmoid<T>(a, a * -kLog2e); }
+SIXFOLD_VEC vf16 silu(vf16 a) { return times_sigmoid<T>(a, a * -kLog2e); }
 
 // Whether the GELU of dtype T takes GTable (16-bit outputs on AVX-512), and what apply() is
 // handed for it: a GLookup, or an unused int.
@@ -218,7 +218,7 @@ constexpr int kGeluAhead = 8192;
 
 // y = f(x + bias) (gelu) or f(x)·b (silu_gate) for elements [i, i + m) of one row (or range).
 template <DType T, ActivationKind K, bool kPrefetch = true, class Gelu16>
-inline vf16 apply(const void* x, const void* b, const float* bias, std::int64_t i, std::int64_t bi, int m,
+SIXFOLD_VEC vf16 apply(const void* x, const void* b, const float* bias, std::int64_t i, std::int64_t bi, int m,
                   const Gelu16& gelu16) {
   if (kPrefetch && m == 16) {
     if constexpr (K == ActivationKind::silu_gate) {

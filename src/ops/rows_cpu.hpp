@@ -115,15 +115,15 @@ inline void store_row(DType t, const float* src, void* dst, std::int64_t n) {
 // one extra transfer per line).
 // (vf16, vi16, vu16, vh16: vec16.hpp)
 
-inline vf16 vsplat(float x) { return vf16{} + x; }
-inline vf16 vmax16(vf16 a, vf16 b) { return vselect(a > b, a, b); }
-inline float hsum16(vf16 v) {  // fixed pairwise order
+SIXFOLD_VEC vf16 vsplat(float x) { return vf16{} + x; }
+SIXFOLD_VEC vf16 vmax16(vf16 a, vf16 b) { return vselect(a > b, a, b); }
+SIXFOLD_VEC float hsum16(vf16 v) {  // fixed pairwise order
   float s8[8], s4[4];
   for (int l = 0; l < 8; ++l) s8[l] = v[l] + v[l + 8];
   for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
-inline float hmax16(vf16 v) {
+SIXFOLD_VEC float hmax16(vf16 v) {
   float m = v[0];
   for (int l = 1; l < 16; ++l) m = v[l] > m ? v[l] : m;
   return m;
@@ -146,7 +146,7 @@ inline __mmask16 denormal_lanes(vf16 v) { return _mm512_fpclass_ps_mask((__m512)
 // so the rounding add cannot carry out of it and the NaN select is skipped (3 instructions of
 // a pass that is issue-bound on this CPU).
 template <bool kNanLowZero = false>
-inline __m512i bf16_round_hi(vf16 v) {
+SIXFOLD_VEC __m512i bf16_round_hi(vf16 v) {
   const __m512i u = _mm512_castps_si512((__m512)v);
   const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
   __m512i t = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
@@ -160,7 +160,7 @@ inline __m512i bf16_round_hi(vf16 v) {
 #if !defined(__AVX512F__) && defined(__AVX2__)
 // AVX2: bf16_round_hi on 8 lanes (the same rule: nearest even in the high half, NaN kept quiet).
 template <bool kNanLowZero = false>
-inline __m256i bf16_round_hi8(__m256i u) {
+SIXFOLD_VEC __m256i bf16_round_hi8(__m256i u) {
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   const __m256i t = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
   if constexpr (kNanLowZero) return t;
@@ -168,10 +168,10 @@ inline __m256i bf16_round_hi8(__m256i u) {
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   return _mm256_blendv_epi8(t, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
 }
-inline __m256i half_bits(vf16::Half h) { return (__m256i)h; }
+SIXFOLD_VEC __m256i half_bits(vf16::Half h) { return (__m256i)h; }
 #endif
 
-inline vh16 to_bf16_bits(vf16 v) {
+SIXFOLD_VEC vh16 to_bf16_bits(vf16 v) {
 #if defined(__AVX512BF16__)
   if (denormal_lanes(v) == 0) {
     const __m256i h = (__m256i)_mm512_cvtneps_pbh((__m512)v);
@@ -199,7 +199,7 @@ inline vh16 to_bf16_bits(vf16 v) {
   return vnarrow16(b);
 #endif
 }
-inline vf16 from_bf16_bits(vh16 h) {
+SIXFOLD_VEC vf16 from_bf16_bits(vh16 h) {
 #if defined(__AVX512F__)
   __m256i hi;
   std::memcpy(&hi, &h, sizeof hi);
@@ -215,7 +215,7 @@ inline vf16 from_bf16_bits(vh16 h) {
 
 // 16 elements at p (element type T) as f32 lanes.
 template <DType T>
-inline vf16 vload(const void* p) {
+SIXFOLD_VEC vf16 vload(const void* p) {
   if constexpr (T == DType::f32) {
     return vload_bytes<vf16>(p);
   } else {
@@ -241,7 +241,7 @@ inline vf16 vload(const void* p) {
 }
 
 template <DType T>
-inline void vstore(void* p, vf16 v) {
+SIXFOLD_VEC void vstore(void* p, vf16 v) {
   if constexpr (T == DType::f32) {
     vstore_bytes(p, v);
   } else if constexpr (T == DType::bf16) {
@@ -267,7 +267,7 @@ inline void vstore(void* p, vf16 v) {
 // Non-temporal store of 16 elements; p aligned to 16 elements (plain store where not built for
 // AVX-512 or AVX2).
 template <DType T>
-inline void vstream(void* p, vf16 v) {
+SIXFOLD_VEC void vstream(void* p, vf16 v) {
 #if defined(__AVX512F__)
   if constexpr (T == DType::f32) {
     _mm512_stream_ps(static_cast<float*>(p), (__m512)v);
@@ -294,7 +294,7 @@ inline void vstream(void* p, vf16 v) {
 // to 64 bytes).
 // kNanLowZero: see bf16_round_hi.
 template <DType T, bool kNanLowZero = false>
-inline void vstore2(void* p, vf16 a, vf16 b, bool nt) {
+SIXFOLD_VEC void vstore2(void* p, vf16 a, vf16 b, bool nt) {
 #if defined(__AVX512BW__)
   if constexpr (T == DType::bf16) {
     alignas(64) static constexpr std::uint16_t kHigh[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
@@ -326,7 +326,7 @@ inline void vstore2(void* p, vf16 a, vf16 b, bool nt) {
 // 32 elements at p as two 16-lane vectors in an unspecified (fixed) order, for reductions:
 // bf16 as even / odd elements (2 instructions instead of 4), other types in order.
 template <DType T>
-inline void vload2_unordered(const void* p, vf16& a, vf16& b) {
+SIXFOLD_VEC void vload2_unordered(const void* p, vf16& a, vf16& b) {
 #if defined(__AVX512F__)
   if constexpr (T == DType::bf16) {
     const __m512i z = _mm512_loadu_si512(p);
@@ -350,7 +350,7 @@ inline void vload2_unordered(const void* p, vf16& a, vf16& b) {
 
 // The first m (< 16) elements at p; the other lanes are `pad`.
 template <DType T>
-inline vf16 vload_part(const void* p, int m, float pad) {
+SIXFOLD_VEC vf16 vload_part(const void* p, int m, float pad) {
   alignas(64) unsigned char tmp[64];
   constexpr int es = kElemBytes<T>;
   std::memcpy(tmp, p, std::size_t(std::min(m, 16) * es));
@@ -359,7 +359,7 @@ inline vf16 vload_part(const void* p, int m, float pad) {
   return v;
 }
 template <DType T>
-inline void vstore_part(void* p, int m, vf16 v) {
+SIXFOLD_VEC void vstore_part(void* p, int m, vf16 v) {
   alignas(64) unsigned char tmp[64];
   vstore<T>(tmp, v);
   std::memcpy(p, tmp, std::size_t(std::min(m, 16) * kElemBytes<T>));
@@ -378,7 +378,7 @@ inline void* at(void* p, std::int64_t i) {
 // The 16-lane chunk at element i of a row (element type T) with m valid lanes (m == 16: a
 // full load; else the first m elements, other lanes `pad`).
 template <DType T>
-inline vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
+SIXFOLD_VEC vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
   return m == 16 ? vload<T>(at<T>(row, i)) : vload_part<T>(at<T>(row, i), m, pad);
 }
 
@@ -402,7 +402,7 @@ template <DType T, bool Split = true>
 inline constexpr bool kPairSplit = Split && T == DType::bf16 && kPairSplitBuilt;
 
 template <DType T, bool Split = true>
-inline void vload_pair(const void* p, vf16& a, vf16& b) {
+SIXFOLD_VEC void vload_pair(const void* p, vf16& a, vf16& b) {
   if constexpr (kPairSplit<T, Split>) {
     vload2_unordered<T>(p, a, b);
   } else {
@@ -437,12 +437,12 @@ constexpr int chunk_vectors(int m) { return m == 32 ? 2 : 1; }
 // The chunk of a row (element type T) at column i with m lanes into v: m == 32, the pair at i
 // (v[0], v[1]); m <= 16, in order into v[0], lanes past m `pad`.
 template <DType T, bool Split = true>
-inline void ld_chunk(const void* row, std::int64_t i, int m, vf16 (&v)[2], float pad = 0.0f) {
+SIXFOLD_VEC void ld_chunk(const void* row, std::int64_t i, int m, vf16 (&v)[2], float pad = 0.0f) {
   if (m == 32) vload_pair<T, Split>(at<T>(row, i), v[0], v[1]);
   else v[0] = ld<T>(row, i, m, pad);
 }
 // An f32 chunk stored back as ld_chunk<DType::f32> loaded it.
-inline void st_chunk(float* row, std::int64_t i, int m, const vf16 (&v)[2]) {
+SIXFOLD_VEC void st_chunk(float* row, std::int64_t i, int m, const vf16 (&v)[2]) {
   if (m == 32) {
     vstore<DType::f32>(row + i, v[0]);
     vstore<DType::f32>(row + i + 16, v[1]);
@@ -457,7 +457,7 @@ inline void st_chunk(float* row, std::int64_t i, int m, const vf16 (&v)[2]) {
 // aligned to 64 bytes). kNanLowZero: see bf16_round_hi. kExact: every lane already holds a
 // value of T (vround_pair), stored without rounding.
 template <DType T, bool kNanLowZero = false, bool kExact = false>
-inline void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
+SIXFOLD_VEC void vstore_pair(void* p, vf16 a, vf16 b, bool nt) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   if constexpr (kPairSplit<T>) {
     // Word 2k from lane k of a, word 2k + 1 from lane k of b (their rounded high halves).
@@ -524,7 +524,7 @@ inline std::int64_t head_to_align(const void* dst, std::int64_t n) {
 
 // Round 16 f32 lanes to T's precision and back (the value a store of T then a load would give).
 template <DType T>
-inline vf16 vround(vf16 v) {
+SIXFOLD_VEC vf16 vround(vf16 v) {
   if constexpr (T == DType::f32) {
     return v;
   } else if constexpr (T == DType::bf16) {
@@ -539,7 +539,7 @@ inline vf16 vround(vf16 v) {
 // vround<T> for values whose NaNs have zero low halves (kNanLowZero), lane by lane in any order:
 // for bf16 the integer rounding with the low half cleared (4 instructions).
 template <DType T>
-inline vf16 vround_pair(vf16 v) {
+SIXFOLD_VEC vf16 vround_pair(vf16 v) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   if constexpr (kPairSplit<T>)
     return (vf16)_mm512_castsi512_ps(_mm512_and_si512(bf16_round_hi<true>(v), _mm512_set1_epi32(int(0xffff0000u))));
@@ -749,7 +749,7 @@ inline void write_row_beside(void* dst, std::int64_t n, bool nt, C&& c, A&& a, d
 
 // 1/q on 16 lanes for finite q whose reciprocal is a normal number: vrcp14ps and one
 // Newton step (relative error ~2^-28), instead of a divide (vdivps: one per ~10 cycles here).
-inline vf16 vrcp(vf16 q) {
+SIXFOLD_VEC vf16 vrcp(vf16 q) {
 #if defined(__AVX512F__)
   const vf16 r = (vf16)_mm512_rcp14_ps((__m512)q);
   return r * (2.0f - q * r);
@@ -766,7 +766,7 @@ inline vf16 vrcp(vf16 q) {
 // exp_f32 in vec_math.hpp is the 1–2 ulp one). Degree by the precision of the result's dtype:
 // exp_degree<T> (f32: 5; f16: 4; bf16: 3, a 40th of a bf16 ulp).
 template <int Deg>
-inline vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element row is 0)
+SIXFOLD_VEC vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element row is 0)
   static_assert(Deg >= 3 && Deg <= 5);
   vf16 p;
   if constexpr (Deg == 5) {
@@ -801,7 +801,7 @@ inline constexpr std::int64_t kF32WeightsMax = 2048;
 
 // 2^t (the same steps as exp from t = x·log2 e on).
 template <bool Upper, int Deg>
-inline vf16 vexp2_impl(vf16 t) {
+SIXFOLD_VEC vf16 vexp2_impl(vf16 t) {
 #if defined(__AVX512F__)
   // min / max return their second operand where either is NaN: t's NaN survives, in one
   // instruction each instead of a compare and a blend.
@@ -825,16 +825,16 @@ inline vf16 vexp2_impl(vf16 t) {
 #endif
 }
 template <bool Upper, int Deg>
-inline vf16 vexp_impl(vf16 x) { return vexp2_impl<Upper, Deg>(x * kLog2e); }
+SIXFOLD_VEC vf16 vexp_impl(vf16 x) { return vexp2_impl<Upper, Deg>(x * kLog2e); }
 // exp(x), any x (x > 110: +inf, x < −110: 0, NaN: NaN).
 template <int Deg = 5>
-inline vf16 vexp(vf16 x) { return vexp_impl<true, Deg>(x); }
+SIXFOLD_VEC vf16 vexp(vf16 x) { return vexp_impl<true, Deg>(x); }
 // exp(x) for x <= 0 or −inf (softmax's exp(x − max)); x < −110 gives 0, NaN stays NaN.
 template <int Deg = 5>
-inline vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false, Deg>(x); }
+SIXFOLD_VEC vf16 vexp_nonpositive(vf16 x) { return vexp_impl<false, Deg>(x); }
 // 2^t for t <= 0 or −inf (softmax's exp(x − max) as 2^(x·log2 e − max·log2 e), one FMA).
 template <int Deg = 5>
-inline vf16 vexp2_nonpositive(vf16 t) { return vexp2_impl<false, Deg>(t); }
+SIXFOLD_VEC vf16 vexp2_nonpositive(vf16 t) { return vexp2_impl<false, Deg>(t); }
 
 // Calls f.template operator()<T>() for the floating dtype T of a validated call (f32, bf16, f16);
 // any other dtype was rejected by the entry's validation and does nothing here.

@@ -17,6 +17,15 @@
 #include <immintrin.h>
 #endif
 
+// Functions that take or return the vectors: always inlined without AVX-512, where a vector
+// passed by value out of line goes through memory (a Vec16 is a 64-byte struct); with AVX-512 it
+// is one register and the compiler's own choice stands.
+#if defined(__AVX512F__)
+#define SIXFOLD_VEC inline
+#else
+#define SIXFOLD_VEC [[gnu::always_inline]] inline
+#endif
+
 namespace sixfold::detail {
 
 // 16 lanes of 16 bits (bf16 / f16 bits): 32 bytes, a native vector on every x86-64 target we build for.
@@ -30,35 +39,35 @@ using vu16 = std::uint32_t __attribute__((vector_size(64)));
 
 // Lane l of the result: a[l] where m[l] is true (all ones), b[l] where it is false (zero).
 template <class V>
-inline V vselect(vi16 m, V a, V b) {
+SIXFOLD_VEC V vselect(vi16 m, V a, V b) {
   return m ? a : b;
 }
 // Lane-wise conversion (as static_cast of each lane).
 template <class To, class From>
-inline To vconvert(From v) {
+SIXFOLD_VEC To vconvert(From v) {
   return __builtin_convertvector(v, To);
 }
 // Whether any lane of a mask is set.
-inline bool vany(vi16 m) { return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0; }
+SIXFOLD_VEC bool vany(vi16 m) { return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0; }
 // The 64 bytes at p as a vector (unaligned), a vector stored there, and one vector type's bits
 // as another's.
 template <class V>
-inline V vload_bytes(const void* p) {
+SIXFOLD_VEC V vload_bytes(const void* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 template <class V>
-inline void vstore_bytes(void* p, V v) {
+SIXFOLD_VEC void vstore_bytes(void* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
 template <class To, class From>
-inline To vbits(From v) {
+SIXFOLD_VEC To vbits(From v) {
   return (To)v;
 }
 // The low 16 bits of each lane, and 16-bit lanes zero-extended.
-inline vh16 vnarrow16(vu16 v) { return __builtin_convertvector(v, vh16); }
-inline vu16 vwiden16(vh16 h) { return __builtin_convertvector(h, vu16); }
+SIXFOLD_VEC vh16 vnarrow16(vu16 v) { return __builtin_convertvector(v, vh16); }
+SIXFOLD_VEC vu16 vwiden16(vh16 h) { return __builtin_convertvector(h, vu16); }
 
 #else
 
@@ -142,33 +151,33 @@ using vi16 = Vec16<std::int32_t>;
 using vu16 = Vec16<std::uint32_t>;
 
 template <class V>
-inline V vselect(vi16 m, V a, V b) {
+SIXFOLD_VEC V vselect(vi16 m, V a, V b) {
   using H = typename V::Half;
   return {H(m.lo ? H(a.lo) : H(b.lo)), H(m.hi ? H(a.hi) : H(b.hi))};
 }
 template <class To, class From>
-inline To vconvert(From v) {
+SIXFOLD_VEC To vconvert(From v) {
   return {__builtin_convertvector(v.lo, typename To::Half), __builtin_convertvector(v.hi, typename To::Half)};
 }
 // Each half moved on its own: a copy of the whole struct went through the stack in 16-byte
 // pieces, and the 32-byte loads after it stalled on store forwarding.
 template <class V>
-inline V vload_bytes(const void* p) {
+SIXFOLD_VEC V vload_bytes(const void* p) {
   V v;
   std::memcpy(&v.lo, p, sizeof v.lo);
   std::memcpy(&v.hi, static_cast<const char*>(p) + sizeof v.lo, sizeof v.hi);
   return v;
 }
 template <class V>
-inline void vstore_bytes(void* p, V v) {
+SIXFOLD_VEC void vstore_bytes(void* p, V v) {
   std::memcpy(p, &v.lo, sizeof v.lo);
   std::memcpy(static_cast<char*>(p) + sizeof v.lo, &v.hi, sizeof v.hi);
 }
 template <class To, class From>
-inline To vbits(From v) {
+SIXFOLD_VEC To vbits(From v) {
   return {(typename To::Half)v.lo, (typename To::Half)v.hi};
 }
-inline bool vany(vi16 m) {
+SIXFOLD_VEC bool vany(vi16 m) {
 #if defined(__AVX2__)
   return _mm256_movemask_ps((__m256)(m.lo | m.hi)) != 0;
 #else
@@ -177,12 +186,12 @@ inline bool vany(vi16 m) {
   return any;
 #endif
 }
-inline vh16 vnarrow16(vu16 v) {
+SIXFOLD_VEC vh16 vnarrow16(vu16 v) {
   using H8 = std::uint16_t __attribute__((vector_size(16)));
   const H8 l = __builtin_convertvector(v.lo, H8), h = __builtin_convertvector(v.hi, H8);
   return __builtin_shufflevector(l, h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
-inline vu16 vwiden16(vh16 h) {
+SIXFOLD_VEC vu16 vwiden16(vh16 h) {
   using H8 = std::uint16_t __attribute__((vector_size(16)));
   const H8 l = __builtin_shufflevector(h, h, 0, 1, 2, 3, 4, 5, 6, 7);
   const H8 u = __builtin_shufflevector(h, h, 8, 9, 10, 11, 12, 13, 14, 15);
