@@ -111,7 +111,7 @@ inline void store_row(DType t, const float* src, void* dst, std::int64_t n) {
 // rewritten from L1/L2, with no f32 copy of it. Rows are cut into a head (up to the output's
 // 16-element alignment), full 16-lane chunks and a tail; head and tail use partial accesses that
 // never touch memory past the row. Outputs of calls larger than the cache are written with
-// non-temporal stores where built for AVX-512 (a plain store first reads the line it writes:
+// non-temporal stores where built for AVX-512 or AVX2 (a plain store first reads the line it writes:
 // one extra transfer per line).
 // (vf16, vi16, vu16, vh16: vec16.hpp)
 
@@ -384,7 +384,7 @@ SIXFOLD_VEC vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
 
 // ---- Pair order: a row's 32-element chunks as two 16-lane vectors ---------------------------
 // Row kernels whose arithmetic is lane-wise may load each full 32-element chunk (from column 0)
-// in T's pair order and store it back the same way: for bf16 (AVX-512BW builds) the even
+// in T's pair order and store it back the same way: for bf16 (AVX-512BW or AVX2 builds) the even
 // elements in one vector and the odd ones in the other (vload2_unordered: one load and two
 // instructions for 32 elements, none of them on the shuffle port, where the in-order widening
 // takes four, two of them shuffles), for other types in order. f32 data a kernel keeps per
