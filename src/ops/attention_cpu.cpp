@@ -58,23 +58,8 @@ inline void vstore(float* p, vf v) { vstore_bytes(p, v); }
 inline vf vsplat(float x) { return vf{} + x; }
 inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }  // NaN in b propagates
 
-// exp_f32 (sixfold/runtime/vec_math.hpp) on 16 lanes at once: the same range reduction,
-// polynomial and clamping, written on vector types because GCC does not vectorize the scalar
-// function inside these lane loops. Round-to-nearest-even by the 1.5·2^23 trick (|x·log2 e| < 2^22
-// after clamping), which equals rint.
-inline vf vexp(vf x) {
-  const float hi = 88.72283f, lo = -87.33654f;
-  vf xc = vselect(x > hi, vsplat(hi), x);
-  xc = vselect(xc < lo, vsplat(lo), xc);
-  const vf k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const vf p = exp_reduced(xc, k);
-  const vi16 ki = vconvert<vi16>(k);
-  const vi16 k1 = ki >> 1, k2 = ki - k1;
-  vf y = p * vbits<vf>((k1 + 127) << 23) * vbits<vf>((k2 + 127) << 23);
-  y = vselect(x > hi, vsplat(__builtin_inff()), y);
-  y = vselect(x < lo, vf{}, y);
-  return vselect(x != x, x, y);
-}
+// exp_f32 on 16 lanes: vexp_f32 (vec16.hpp).
+SIXFOLD_VEC vf vexp(vf x) { return vexp_f32(x); }
 
 // exp(x) for the probabilities p = exp(s − m): x <= 0 or −inf (NaN need not survive here: a NaN
 // score already made m, alpha and l NaN). Same reduction and polynomial as vexp, but the

@@ -17,6 +17,8 @@
 #include <immintrin.h>
 #endif
 
+#include "sixfold/runtime/vec_math.hpp"
+
 // Functions that take or return the vectors: always inlined without AVX-512, where a vector
 // passed by value out of line goes through memory (a Vec16 is a 64-byte struct); with AVX-512 it
 // is one register and the compiler's own choice stands.
@@ -199,5 +201,24 @@ SIXFOLD_VEC vu16 vwiden16(vh16 h) {
 }
 
 #endif
+
+// exp_f32 (sixfold/runtime/vec_math.hpp) on 16 lanes: the same range reduction, polynomial and
+// clamping, on the vector types (GCC vectorizes the scalar function in a loop only where it can
+// mask: not on AVX2). Round-to-nearest-even by the 1.5·2^23 trick (|x·log2 e| < 2^22 after
+// clamping), which equals rint.
+SIXFOLD_VEC vf16 vexp_f32(vf16 x) {
+  const float hi = 88.72283f, lo = -87.33654f;
+  const vf16 vhi = vf16{} + hi, vlo = vf16{} + lo;
+  vf16 xc = vselect(x > hi, vhi, x);
+  xc = vselect(xc < lo, vlo, xc);
+  const vf16 k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const vf16 p = exp_reduced(xc, k);
+  const vi16 ki = vconvert<vi16>(k);
+  const vi16 k1 = ki >> 1, k2 = ki - k1;
+  vf16 y = p * vbits<vf16>((k1 + 127) << 23) * vbits<vf16>((k2 + 127) << 23);
+  y = vselect(x > hi, vf16{} + __builtin_inff(), y);
+  y = vselect(x < lo, vf16{}, y);
+  return vselect(x != x, x, y);
+}
 
 }  // namespace sixfold::detail
