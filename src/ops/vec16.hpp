@@ -1,12 +1,15 @@
 // Internal: the 16-lane vector types of the CPU row kernels (vf16: f32 lanes; vi16 / vu16: 32-bit
-// integer lanes), and the two operations on them that are not C++ operators (vselect, vconvert).
+// integer lanes; vh16: 16-bit lanes), the operations on them that are not C++ operators
+// (vselect, vconvert, vbits, vany, vload_bytes / vstore_bytes, vnarrow16 / vwiden16), and
+// exp_f32 on 16 lanes (vexp_f32).
 //
 // With AVX-512 they are GCC vector types of 64 bytes: one zmm register each. Without it they are
 // two 32-byte GCC vectors in a struct (Vec16), with the same lanes, the same operators and the
 // same memory layout. The 64-byte vector type itself cannot be used there: GCC 12 keeps a vector
 // wider than the target's registers in memory and moves it through general registers at every
 // use (a 16-chain FMA loop on an AVX2 Zen 4 ran at 7 GFLOP/s a core with it and at ~100 with
-// two 32-byte halves; the norm rows ran at 5–10% of copy).
+// two 32-byte halves; the norm rows ran at 5–10% of copy). A portable build without AVX2
+// (SIXFOLD_NATIVE=OFF) has the same trouble with the 32-byte halves: correct, not fast.
 #pragma once
 
 #include <cstdint>
