@@ -55,24 +55,19 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 inline vf vload(const float* p) { return vload_bytes<vf>(p); }
 inline void vstore(float* p, vf v) { vstore_bytes(p, v); }
-inline vf vsplat(float x) { return vf{} + x; }
-inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }  // NaN in b propagates
-
-// exp_f32 on 16 lanes: vexp_f32 (vec16.hpp).
-SIXFOLD_VEC vf vexp(vf x) { return vexp_f32(x); }
 
 // exp(x) for the probabilities p = exp(s − m): x <= 0 or −inf (NaN need not survive here: a NaN
-// score already made m, alpha and l NaN). Same reduction and polynomial as vexp, but the
+// score already made m, alpha and l NaN). Same reduction and polynomial as vexp_f32, but the
 // exponent is applied by vscalefps and arguments below −104 give exactly 0 (masked keys must
 // add nothing, so an all-masked tile leaves l at 0).
 inline vf vexp_nonpositive(vf x) {
 #if defined(__AVX512F__)
-  const vf xc = vmax(x, vsplat(-110.0f));
+  const vf xc = vmax16(x, vsplat(-110.0f));
   const vf k = (vf)_mm512_roundscale_ps((__m512)(xc * 1.44269504088896341f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const vf p = exp_reduced(xc, k);
   return (vf)_mm512_scalef_ps((__m512)p, (__m512)k);
 #else
-  return vexp(x);
+  return vexp_f32(x);
 #endif
 }
 
@@ -109,7 +104,7 @@ inline void scores_rows(const float* k, std::int64_t ks, const float* qt, std::i
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       vstore(st + r * M + v * kLanes, acc[r][v]);
-      mx[v] = vmax(mx[v], acc[r][v]);
+      mx[v] = vmax16(mx[v], acc[r][v]);
     }
 }
 
@@ -381,14 +376,14 @@ void tile_fold(const AttentionArgs& a, const Seq& s, const Item& it, TileState& 
       mask_tile<NV>(st, nk, j0, ts.lo, ts.hi);
       for (std::int64_t j = 0; j < nk; ++j)
 #pragma GCC unroll 4
-        for (int u = 0; u < NV; ++u) mx[u] = vmax(mx[u], vload(st + j * M + u * kLanes));
+        for (int u = 0; u < NV; ++u) mx[u] = vmax16(mx[u], vload(st + j * M + u * kLanes));
     }
 #pragma GCC unroll 4
     for (int u = 0; u < NV; ++u) {
       const vf mold = vload(m_run + u * kLanes);
-      const vf mn = vmax(mold, mx[u]);
+      const vf mn = vmax16(mold, mx[u]);
       msafe[u] = vselect(mn == kNegInf, vf{}, mn);  // no key seen yet: exp(−inf − 0) = 0
-      vstore(alpha + u * kLanes, vexp(mold - msafe[u]));
+      vstore(alpha + u * kLanes, vexp_f32(mold - msafe[u]));
       vstore(m_run + u * kLanes, mn);
     }
     for (std::int64_t j = 0; j < nk; ++j)

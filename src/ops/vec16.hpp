@@ -70,9 +70,6 @@ template <class To, class From>
 SIXFOLD_VEC To vbits(From v) {
   return (To)v;
 }
-// The low 16 bits of each lane, and 16-bit lanes zero-extended.
-SIXFOLD_VEC vh16 vnarrow16(vu16 v) { return __builtin_convertvector(v, vh16); }
-SIXFOLD_VEC vu16 vwiden16(vh16 h) { return __builtin_convertvector(h, vu16); }
 
 #else
 
