@@ -423,14 +423,14 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
     double s = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
       const std::int64_t end = b0 + std::min(kBlock, n - b0);
-      vf16 a0{}, a1{};
+      // One vector a step and one accumulator: two of each left the AVX2 build short of
+      // registers, and the accumulators went to the stack.
+      vf16 a0{};
       std::int64_t i = b0;
-      for (; i + 32 <= end; i += 32) {
+      for (; i + 16 <= end; i += 16) {
         const vf16 e0 = e_of(vload<T>(at<T>(x, i)));
-        const vf16 e1 = e_of(vload<T>(at<T>(x, i + 16)));
         vstore<DType::f32>(buf + i, e0);
-        vstore<DType::f32>(buf + i + 16, e1);
-        a0 += e0, a1 += e1;
+        a0 += e0;
       }
       for (; i < end; i += 16) {
         const int k = int(std::min<std::int64_t>(16, end - i));
@@ -439,7 +439,7 @@ void softmax_row(NormKind kind, const Ctx& c, const void* x, void* dst, float* b
         else vstore_part<DType::f32>(buf + i, k, e);
         a0 += e;
       }
-      s += double(hsum16(a0 + a1));
+      s += double(hsum16(a0));
       next->step(end - b0);
     }
     const float inv = float(1.0 / s);

@@ -117,6 +117,20 @@ inline void store_row(DType t, const float* src, void* dst, std::int64_t n) {
 
 SIXFOLD_VEC vf16 vsplat(float x) { return vf16{} + x; }
 SIXFOLD_VEC vf16 vmax16(vf16 a, vf16 b) { return vselect(a > b, a, b); }
+// t clamped to [lo, hi] with NaN kept: the min / max instructions return their second operand
+// where either is NaN (one instruction each instead of a compare and a blend).
+SIXFOLD_VEC vf16 vclamp(vf16 t, float lo, float hi) {
+#if defined(__AVX512F__)
+  return (vf16)_mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), (__m512)t));
+#elif defined(__AVX2__)
+  using H = vf16::Half;
+  const auto c = [=](H h) { return H(_mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), __m256(h)))); };
+  return {c(t.lo), c(t.hi)};
+#else
+  t = vselect(t > hi, vsplat(hi), t);
+  return vselect(t < lo, vsplat(lo), t);
+#endif
+}
 SIXFOLD_VEC float hsum16(vf16 v) {  // fixed pairwise order
   float s8[8], s4[4];
   for (int l = 0; l < 8; ++l) s8[l] = v[l] + v[l + 8];
@@ -771,24 +785,28 @@ SIXFOLD_VEC vf16 vrcp(vf16 q) {
 // adds |t|·2^-24 relative error (< 1e-6 for the |x| < 10 that matter in a softmax sum;
 // exp_f32 in vec_math.hpp is the 1–2 ulp one). Degree by the precision of the result's dtype:
 // exp_degree<T> (f32: 5; f16: 4; bf16: 3, a 40th of a bf16 ulp).
-template <int Deg>
+//
+// exp2_poly<Deg, S>: the same polynomial times S (a power of two: every coefficient scaled
+// exactly, so each step's rounding is the same and the result is exactly S times exp2_poly's
+// while it stays a normal number).
+template <int Deg, float S = 1.0f>
 SIXFOLD_VEC vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-element row is 0)
   static_assert(Deg >= 3 && Deg <= 5);
   vf16 p;
   if constexpr (Deg == 5) {
-    p = f * 1.3264708686619997e-3f + 9.671511128544807e-3f;
-    p = p * f + 5.550733953714371e-2f;
-    p = p * f + 2.4022242426872253e-1f;
-    p = p * f + 6.931470036506653e-1f;
+    p = f * (S * 1.3264708686619997e-3f) + S * 9.671511128544807e-3f;
+    p = p * f + S * 5.550733953714371e-2f;
+    p = p * f + S * 2.4022242426872253e-1f;
+    p = p * f + S * 6.931470036506653e-1f;
   } else if constexpr (Deg == 4) {
-    p = f * 9.582829661667347e-3f + 5.5906400084495544e-2f;
-    p = p * f + 2.4024099111557007e-1f;
-    p = p * f + 6.931241750717163e-1f;
+    p = f * (S * 9.582829661667347e-3f) + S * 5.5906400084495544e-2f;
+    p = p * f + S * 2.4024099111557007e-1f;
+    p = p * f + S * 6.931241750717163e-1f;
   } else {
-    p = f * 5.500869080424309e-2f + 2.4221062660217285e-1f;
-    p = p * f + 6.932829022407532e-1f;
+    p = f * (S * 5.500869080424309e-2f) + S * 2.4221062660217285e-1f;
+    p = p * f + S * 6.932829022407532e-1f;
   }
-  return p * f + 1.0f;
+  return p * f + S;
 }
 template <DType T>
 constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
@@ -813,6 +831,22 @@ SIXFOLD_VEC vf16 vexp2_impl(vf16 t) {
   // instruction each instead of a compare and a blend.
   if constexpr (Upper) t = (vf16)_mm512_min_ps(_mm512_set1_ps(160.0f), (__m512)t);
   t = (vf16)_mm512_max_ps(_mm512_set1_ps(-160.0f), (__m512)t);
+#elif defined(__AVX2__)
+  if constexpr (Upper) {
+    t = vselect(t > 160.0f, vsplat(160.0f), t);
+  } else {
+    // t <= 0: 2^k as 2^−64 (in the polynomial's coefficients: exact) times one factor 2^(k + 64)
+    // (normal for k in [−160, 0]), which rounds once into the subnormals as the two factors
+    // below do (the same values); k + 191 read from the low bits of t + 1.5·2^23 + 191 (rint and
+    // the bias in one add, no conversion): 10 instructions a half instead of 19. max returns
+    // its second operand where either is NaN, so NaN stays NaN through p.
+    t = vclamp(t, -160.0f, 0.0f);  // t <= 0 as given: max alone would do; min costs ~nothing
+    constexpr float kMagic = 12582912.0f + 191.0f;
+    const vf16 kb = t + kMagic;
+    const vf16 s = vbits<vf16>(vbits<vi16>(kb) << 23);
+    return exp2_poly<Deg, 0x1p-64f>(t - (kb - kMagic)) * s;
+  }
+  t = vselect(t < -160.0f, vsplat(-160.0f), t);
 #else
   if constexpr (Upper) t = vselect(t > 160.0f, vsplat(160.0f), t);
   t = vselect(t < -160.0f, vsplat(-160.0f), t);
