@@ -77,13 +77,13 @@ struct PassA {
         vf16 xc = xv[h];
         if constexpr (Layer) xc -= mf;
         const vf16 g = dv[h] * wv[h];
-        if constexpr (Layer) acc[h][0] += g;
-        acc[h][1] += g * xc;
+        if constexpr (Layer) acc[acc_row(h)][0] += g;
+        acc[acc_row(h)][1] += g * xc;
       } else if constexpr (Layer) {
-        acc[h][0] += xv[h], acc[h][1] += dv[h] * wv[h];
+        acc[acc_row(h)][0] += xv[h], acc[acc_row(h)][1] += dv[h] * wv[h];
       } else {
-        acc[h][0] += xv[h] * xv[h];
-        acc[h][1] += dv[h] * wv[h] * xv[h];
+        acc[acc_row(h)][0] += xv[h] * xv[h];
+        acc[acc_row(h)][1] += dv[h] * wv[h] * xv[h];
       }
     }
   }
@@ -108,8 +108,8 @@ struct PassA {
         ld_chunk<T, Split>(x, i, mm, xv, m), ld_chunk<T, Split>(dy, i, mm, dv), ld_chunk<Wt, Split>(wt, i, mm, wv);
         for (int h = 0; h < chunk_vectors(mm); ++h) {
           const vf16 xc = xv[h] - m;
-          acc[h][0] += xc * xc;
-          acc[h][1] += dv[h] * wv[h] * xc;
+          acc[acc_row(h)][0] += xc * xc;
+          acc[acc_row(h)][1] += dv[h] * wv[h] * xc;
         }
       }, next);
       t.rs = float(1.0 / std::sqrt(c[0] / double(n) + double(a->eps)));
@@ -226,7 +226,7 @@ struct SoftmaxSums {
     ld_chunk<T, Split>(dy, i, m, dv);
     if constexpr (!Log) ld_chunk<T, Split>(y, i, m, yv);
     if (m == 32) {
-      for (int h = 0; h < 2; ++h) acc[h][0] += Log ? dv[h] : dv[h] * yv[h];
+      for (int h = 0; h < 2; ++h) acc[acc_row(h)][0] += Log ? dv[h] : dv[h] * yv[h];
     } else {
       acc[0][0] += Log ? dv[0] : dv[0] * yv[0];
     }

@@ -718,6 +718,15 @@ inline void write_row_pairs(void* dst, std::int64_t n, bool nt, G&& g, RowStream
 // h < chunk_vectors(m); f32 lanes per block of kSumBlock elements, blocks added in f64. K sums
 // at once. write_row_beside makes the same sums, with the same bits, beside another pass.
 inline constexpr std::int64_t kSumBlock = 1024;
+// The accumulator row acc[acc_row(h)] that vector h of a chunk adds into: its own with
+// AVX-512 (two chains hide the adds' latency), row 0 elsewhere, where a 16-lane accumulator is
+// two of the 16 ymm registers and a second row of them went to the stack (loaded and stored
+// every chunk: layer_norm's pipelined loop on the AVX2 dev host, session 30).
+#if defined(__AVX512F__)
+constexpr int acc_row(int h) { return h; }
+#else
+constexpr int acc_row(int) { return 0; }
+#endif
 template <int K, class F>
 void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
   for (int k = 0; k < K; ++k) out[k] = 0;
