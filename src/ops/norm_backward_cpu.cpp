@@ -226,7 +226,7 @@ struct SoftmaxSums {
     ld_chunk<T, Split>(dy, i, m, dv);
     if constexpr (!Log) ld_chunk<T, Split>(y, i, m, yv);
     if (m == 32) {
-      for (int h = 0; h < 2; ++h) acc[acc_row(h)][0] += Log ? dv[h] : dv[h] * yv[h];
+      for (int h = 0; h < 2; ++h) acc[h][0] += Log ? dv[h] : dv[h] * yv[h];
     } else {
       acc[0][0] += Log ? dv[0] : dv[0] * yv[0];
     }

@@ -259,7 +259,7 @@ struct FwdSums {
       if constexpr (Layer) prefetch_pair<T>(x, i);
       else for (int h = 0; h < kElemBytes<T> / 2; ++h) prefetch_ahead<4096, 2>(at<T>(x, i + 16 * h));
       ld_chunk<T, Split>(x, i, 32, v);
-      add(v[0], acc[0]), add(v[1], acc[acc_row(1)]);
+      add(v[0], acc[0]), add(v[1], acc[Layer ? acc_row(1) : 1]);  // rms: one sum, registers enough
     } else {
       ld_chunk<T, Split>(x, i, m, v, k);  // padded lanes add 0
       add(v[0], acc[0]);
@@ -346,7 +346,7 @@ struct AddSums {
       s[0] = vround_pair<T>(xv[0] + rv[0]), s[1] = vround_pair<T>(xv[1] + rv[1]);
       if constexpr (kPairSplit<T, Split>) vstore_pair<T, true, true>(at<T>(sum_out, i), s[0], s[1], nt);
       else vstore2<T, true>(at<T>(sum_out, i), s[0], s[1], nt);
-      add(s[0], acc[0]), add(s[1], acc[acc_row(1)]);
+      add(s[0], acc[0]), add(s[1], acc[Layer ? acc_row(1) : 1]);
     } else {
       ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(res, i, m, rv);
       s[0] = vround_pair<T>(xv[0] + rv[0]);
