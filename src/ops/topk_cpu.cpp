@@ -230,7 +230,7 @@ class Selector {
 
   template <Pred P>
   std::int64_t scan_with(const C* x, std::int64_t i, std::int64_t n, std::int64_t first, C t,
-                         std::int64_t prefetch) {
+                         [[maybe_unused]] std::int64_t prefetch) {
     if constexpr (P == Pred::none) return n;
     const std::size_t before = buf_.size();
 #if defined(__AVX512F__)
