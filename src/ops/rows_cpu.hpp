@@ -845,11 +845,12 @@ SIXFOLD_VEC vf16 vexp2_impl(vf16 t) {
     t = vselect(t > 160.0f, vsplat(160.0f), t);
   } else {
     // t <= 0: 2^k as 2^−64 (in the polynomial's coefficients: exact) times one factor 2^(k + 64)
-    // (normal for k in [−160, 0]), which rounds once into the subnormals as the two factors
+    // (normal for k in [−160, 63]), which rounds once into the subnormals as the two factors
     // below do (the same values); k + 191 read from the low bits of t + 1.5·2^23 + 191 (rint and
-    // the bias in one add, no conversion): 10 instructions a half instead of 19. max returns
-    // its second operand where either is NaN, so NaN stays NaN through p.
-    t = vclamp(t, -160.0f, 0.0f);  // t <= 0 as given: max alone would do; min costs ~nothing
+    // the bias in one add, no conversion): 10 instructions a half instead of 19. vclamp keeps
+    // NaN, so NaN stays NaN through p. The bound 63 only keeps the exponent field in range: a
+    // t a rounding above 0 (softmax's FMA at x = max) is taken as it is.
+    t = vclamp(t, -160.0f, 63.0f);
     constexpr float kMagic = 12582912.0f + 191.0f;
     const vf16 kb = t + kMagic;
     const vf16 s = vbits<vf16>(vbits<vi16>(kb) << 23);
