@@ -847,7 +847,7 @@ SIXFOLD_VEC vf16 vexp2_impl(vf16 t) {
     // t <= 0: 2^k as 2^−64 (in the polynomial's coefficients: exact) times one factor 2^(k + 64)
     // (normal for k in [−160, 63]), which rounds once into the subnormals as the two factors
     // below do (the same values); k + 191 read from the low bits of t + 1.5·2^23 + 191 (rint and
-    // the bias in one add, no conversion): 10 instructions a half instead of 19. vclamp keeps
+    // the bias in one add, no conversion): 11 instructions a half instead of 19. vclamp keeps
     // NaN, so NaN stays NaN through p. The bound 63 only keeps the exponent field in range: a
     // t a rounding above 0 (softmax's FMA at x = max) is taken as it is.
     t = vclamp(t, -160.0f, 63.0f);
