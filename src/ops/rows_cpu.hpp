@@ -817,6 +817,18 @@ SIXFOLD_VEC vf16 exp2_poly(vf16 f) {  // 2^0 is exactly 1 (log_softmax of a 1-el
   }
   return p * f + S;
 }
+// 2^t for t already clamped so that k = rint(t) has k + 127 + Shift in [1, 254] (AVX2: no
+// vscalefps): 2^(k + Shift) is read from the low bits of t + 1.5·2^23 + 127 + Shift (rint and
+// the bias in one add, no conversion) and the 2^−Shift is folded into the polynomial's
+// coefficients (exact), so the product rounds once, into the subnormals too.
+template <int Deg, int Shift>
+SIXFOLD_VEC vf16 exp2_biased(vf16 t) {
+  static_assert(Shift >= 0 && Shift <= 64);
+  constexpr float kMagic = 12582912.0f + float(127 + Shift);
+  constexpr float kScale = [] { float s = 1.0f; for (int i = 0; i < Shift; ++i) s *= 0.5f; return s; }();
+  const vf16 kb = t + kMagic;
+  return exp2_poly<Deg, kScale>(t - (kb - kMagic)) * vbits<vf16>(vbits<vi16>(kb) << 23);
+}
 template <DType T>
 constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
 
@@ -844,17 +856,12 @@ SIXFOLD_VEC vf16 vexp2_impl(vf16 t) {
   if constexpr (Upper) {
     t = vselect(t > 160.0f, vsplat(160.0f), t);
   } else {
-    // t <= 0: 2^k as 2^−64 (in the polynomial's coefficients: exact) times one factor 2^(k + 64)
-    // (normal for k in [−160, 63]), which rounds once into the subnormals as the two factors
-    // below do (the same values); k + 191 read from the low bits of t + 1.5·2^23 + 191 (rint and
-    // the bias in one add, no conversion): 11 instructions a half instead of 19. vclamp keeps
-    // NaN, so NaN stays NaN through p. The bound 63 only keeps the exponent field in range: a
-    // t a rounding above 0 (softmax's FMA at x = max) is taken as it is.
-    t = vclamp(t, -160.0f, 63.0f);
-    constexpr float kMagic = 12582912.0f + 191.0f;
-    const vf16 kb = t + kMagic;
-    const vf16 s = vbits<vf16>(vbits<vi16>(kb) << 23);
-    return exp2_poly<Deg, 0x1p-64f>(t - (kb - kMagic)) * s;
+    // t <= 0: 2^k as 2^−64 times one factor 2^(k + 64) (normal for k in [−160, 63]), which
+    // rounds once into the subnormals as the two factors below do (the same values): 11
+    // instructions a half instead of 19. vclamp keeps NaN, so NaN stays NaN through p. The
+    // bound 63 only keeps the exponent field in range: a t a rounding above 0 (softmax's FMA at
+    // x = max) is taken as it is.
+    return exp2_biased<Deg, 64>(vclamp(t, -160.0f, 63.0f));
   }
   t = vselect(t < -160.0f, vsplat(-160.0f), t);
 #else
