@@ -614,6 +614,41 @@ TEST(NormBackward, CudaKernelVariantsMatchReference) {
   check_determinism(Device::cuda(0));
 }
 
+// Rows longer than 8192 on both CUDA paths: one pass (v14, bwd_rows_stream: the default where
+// every column tile of a row is resident at once) and the three kernels
+// (SIXFOLD_NORM_BWD_LONG=chunks). Rows enough for many rows a block (stages reused, each row's
+// wait kStreamLag rows behind its loads), one row group (dw / db written by the row kernel) and
+// several (partial rows summed by bwd_grad_reduce), tiles of unequal fill (9000, 24584, 16400), strided
+// and in-place rows, saved statistics, masked logits, and the longest rows.
+TEST(NormBackward, CudaLongRowPathsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  const bool small = std::getenv("SIXFOLD_TEST_SMALL") != nullptr;
+  std::vector<BwdCase> cases;
+  for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax, NormKind::log_softmax})
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      const bool norm = k == NormKind::rms || k == NormKind::layer;
+      cases.push_back({k, t, 1, 9000});                                 // 2 tiles, one group
+      cases.push_back({k, t, 40, 9000, true, true});                    // 40 groups, f32 grads
+      cases.push_back({k, t, 5, 24584, true, false, 8, 1});             // strided, dx = dy
+      cases.push_back({k, t, 3, 16400, false, false, 0, 2});            // no weight, dx = x
+      if (!norm) cases.push_back({k, t, 30, 12000, false, false, 0, 0, 1.0, true});  // masked
+      if (norm) cases.push_back({k, t, 40, 9000, true, false, 0, 0, 1.0, false, 1});  // saved
+      if (small || t != DType::bf16) continue;  // not under the sanitizer; f32 / f16 above
+      cases.push_back({k, t, 300, 16384, true, true});                  // 5 rows a group
+      if (norm) cases.push_back({k, t, 300, 16384, true, false, 0, 0, 1.0, false, 1});
+      if (k == NormKind::rms || k == NormKind::softmax) cases.push_back({k, t, 40, 262144});  // 10 rows a group
+      if (k == NormKind::layer) cases.push_back({k, t, 3, 1 << 20, true, true});  // 128 tiles, one group
+    }
+  for (const char* v : {"stream", "chunks"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_NORM_BWD_LONG=") + v);
+    ScopedEnv env("SIXFOLD_NORM_BWD_LONG", v);
+    for (const BwdCase& c : cases) {
+      run_bwd_case(c, Device::cuda(0));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(AddNorm, BadInputIsRejectedAndNothingWritten) {
   std::vector<float> x(24, 1.0f), r(24, 1.0f), y(24, NAN), s(24, NAN), w(5, 1.0f), r2(20, 1.0f);
   auto v = [](std::vector<float>& d, Shape sh) { return TensorView::contiguous(d.data(), DType::f32, sh); };

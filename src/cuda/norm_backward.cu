@@ -286,13 +286,17 @@ __device__ __forceinline__ Sums<N> warp_sum(Sums<N> s) {
 }
 
 // Block-wide sum in thread order (as block_reduce with SumsMonoid), every thread gets it.
+// bar_threads > 0: only the block's first bar_threads threads take part, meeting at named
+// barrier 1 instead of __syncthreads (bwd_rows_stream, whose coefficient warps do not).
 template <int N>
-__device__ __forceinline__ Sums<N> block_sum(Sums<N> s, Sums<N>* warp_sums) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+__device__ __forceinline__ Sums<N> block_sum(Sums<N> s, Sums<N>* warp_sums, int bar_threads = 0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (bar_threads ? bar_threads : int(blockDim.x)) >> 5;
   s = warp_sum(s);
   if (warps == 1) return s;
   if (lane == 0) warp_sums[warp] = s;
-  __syncthreads();
+  if (bar_threads) asm volatile("bar.sync 1, %0;" ::"r"(bar_threads) : "memory");
+  else __syncthreads();
   Sums<N> w;
 #pragma unroll
   for (int i = 0; i < N; ++i) w.v[i] = lane < warps ? warp_sums[lane].v[i] : 0.f;
@@ -725,12 +729,91 @@ constexpr int kChunkThreads = 256;
 // The state of chunk c of row r (blockIdx.x = r·chunks + c): 5 floats at states + 5·blockIdx.x.
 // Saved (rms / layer with the forward's statistics): only the sums, Σg·x (rms) or Σg and
 // Σg·(x − μ) about the saved μ (layer), one block reduction.
+// Block reduction buffers of chunk_state (one set per call in flight: a second call may start
+// writing before a slow warp has read the first's totals).
+struct ChunkScratch {
+  Sums<3> s3[32];
+  Sums<2> s2[32];
+  Sums<1> s1[2][32];
+};
+
+// The state of a row segment held as (S, W) values a thread (len elements), written by thread 0
+// to out[0..4]; every thread of the block takes part. Saved (rms / layer with the forward's
+// statistics): only the sums, Σg·x (rms) or Σg and Σg·(x − μ) about the saved μ = `mean`
+// (layer), one block reduction.
+template <NormKind K, int S, int W, bool Saved>
+__device__ __forceinline__ void chunk_state(const float (&xv)[S][W], const float (&dv)[S][W],
+                                            const float (&wv)[S][W], const bool (&ok)[S], int len,
+                                            float mean, ChunkScratch& sc, float* out,
+                                            int bar_threads = 0) {
+  const bool first = threadIdx.x == 0;
+  if constexpr (Saved && K == NormKind::rms) {
+    Sums<1> part{{0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) part.v[0] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[0]);
+    const Sums<1> tot = block_sum(part, sc.s1[0], bar_threads);
+    if (first) out[0] = tot.v[0];
+  } else if constexpr (Saved && K == NormKind::layer) {
+    Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) {  // g = 0 past the row (dy reads as 0 there)
+        const float g = dv[s][k] * wv[s][k];
+        part.v[0] += g;
+        part.v[1] = fmaf(g, xv[s][k] - mean, part.v[1]);
+      }
+    const Sums<2> tot = block_sum(part, sc.s2, bar_threads);
+    if (first) out[0] = tot.v[0], out[1] = tot.v[1];
+  } else if constexpr (K == NormKind::rms) {
+    Sums<2> part{{0.f, 0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        part.v[0] = fmaf(xv[s][k], xv[s][k], part.v[0]);
+        part.v[1] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[1]);
+      }
+    const Sums<2> tot = block_sum(part, sc.s2, bar_threads);
+    if (first) out[0] = tot.v[0], out[1] = tot.v[1];
+  } else if constexpr (K == NormKind::layer) {
+    Sums<1> sx{{0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) sx.v[0] += xv[s][k];
+    const float mu = block_sum(sx, sc.s1[0], bar_threads).v[0] * (1.0f / float(len));
+    Sums<3> part{{0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (!ok[s]) continue;
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float xc = xv[s][k] - mu, g = dv[s][k] * wv[s][k];
+        part.v[0] = fmaf(xc, xc, part.v[0]);
+        part.v[1] += g;
+        part.v[2] = fmaf(g, xc, part.v[2]);
+      }
+    }
+    const Sums<3> tot = block_sum(part, sc.s3, bar_threads);
+    if (first) out[0] = float(len), out[1] = mu, out[2] = tot.v[0], out[3] = tot.v[1], out[4] = tot.v[2];
+  } else {
+    Sums<1> part{{0.f}};
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int k = 0; k < W; ++k) part.v[0] += K == NormKind::softmax ? dv[s][k] * xv[s][k] : dv[s][k];
+    const Sums<1> tot = block_sum(part, sc.s1[1], bar_threads);
+    if (first) out[0] = tot.v[0];
+  }
+}
+
 template <class T, NormKind K, int S, int W, bool Saved = false>
 __global__ void __launch_bounds__(kChunkThreads)
 bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
-  __shared__ Sums<3> s3[32];
-  __shared__ Sums<2> s2[32];
-  __shared__ Sums<1> s1[2][32];
+  __shared__ ChunkScratch scratch;
   constexpr int kChunk = kChunkThreads * S * W;
   const int t = threadIdx.x;
   const std::int64_t r = blockIdx.x / chunks, c0 = std::int64_t(blockIdx.x % chunks) * kChunk;
@@ -743,103 +826,45 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
   if constexpr (kHasGrads<K>)
     load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr,
                          kChunkThreads, rem, wv);
-  float* out = states + 5 * std::int64_t(blockIdx.x);
-  if constexpr (Saved && K == NormKind::rms) {
-    Sums<1> part{{0.f}};
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int k = 0; k < W; ++k) part.v[0] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[0]);
-    const Sums<1> tot = block_sum(part, s1[0]);
-    if (t == 0) out[0] = tot.v[0];
-  } else if constexpr (Saved && K == NormKind::layer) {
-    const float mean = __ldg(a.mean + r);
-    Sums<2> part{{0.f, 0.f}};
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int k = 0; k < W; ++k) {  // g = 0 past the row (dy reads as 0 there)
-        const float g = dv[s][k] * wv[s][k];
-        part.v[0] += g;
-        part.v[1] = fmaf(g, xv[s][k] - mean, part.v[1]);
-      }
-    const Sums<2> tot = block_sum(part, s2);
-    if (t == 0) out[0] = tot.v[0], out[1] = tot.v[1];
-  } else if constexpr (K == NormKind::rms) {
-    Sums<2> part{{0.f, 0.f}};
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        part.v[0] = fmaf(xv[s][k], xv[s][k], part.v[0]);
-        part.v[1] = fmaf(dv[s][k] * wv[s][k], xv[s][k], part.v[1]);
-      }
-    const Sums<2> tot = block_sum(part, s2);
-    if (t == 0) out[0] = tot.v[0], out[1] = tot.v[1];
-  } else if constexpr (K == NormKind::layer) {
-    Sums<1> sx{{0.f}};
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int k = 0; k < W; ++k) sx.v[0] += xv[s][k];
-    const float mean = block_sum(sx, s1[0]).v[0] * (1.0f / float(len));
-    Sums<3> part{{0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      if (!ok[s]) continue;
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        const float xc = xv[s][k] - mean, g = dv[s][k] * wv[s][k];
-        part.v[0] = fmaf(xc, xc, part.v[0]);
-        part.v[1] += g;
-        part.v[2] = fmaf(g, xc, part.v[2]);
-      }
-    }
-    const Sums<3> tot = block_sum(part, s3);
-    if (t == 0) out[0] = float(len), out[1] = mean, out[2] = tot.v[0], out[3] = tot.v[1], out[4] = tot.v[2];
-  } else {
-    Sums<1> part{{0.f}};
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int k = 0; k < W; ++k) part.v[0] += K == NormKind::softmax ? dv[s][k] * xv[s][k] : dv[s][k];
-    const Sums<1> tot = block_sum(part, s1[1]);
-    if (t == 0) out[0] = tot.v[0];
-  }
+  const float mean = Saved && K == NormKind::layer ? __ldg(a.mean + r) : 0.f;
+  chunk_state<K, S, W, Saved>(xv, dv, wv, ok, len, mean, scratch, states + 5 * std::int64_t(blockIdx.x));
 }
 
 // The first N sums of a row's chunk states (5 floats each): lane l merges chunks l, l + 32, ...
 // in order, then the lanes combine in lane order.
+constexpr int kStateBatch = 4;  // chunk states a lane loads before it merges them (in order)
+
 template <int N>
 __device__ __forceinline__ Sums<N> chunk_sums(const float* st, int chunks, bool live, int lane) {
   const SumsMonoid<N> m;
   Sums<N> acc = m.identity();
-  for (int i = lane; live && i < chunks; i += 32) {
-    Sums<N> e;
+  for (int i0 = lane; live && i0 < chunks; i0 += 32 * kStateBatch) {
+    Sums<N> e[kStateBatch];
 #pragma unroll
-    for (int j = 0; j < N; ++j) e.v[j] = st[5 * i + j];
-    acc = m.combine(acc, e);
+    for (int b = 0; b < kStateBatch; ++b) {
+      const int i = i0 + 32 * b;
+#pragma unroll
+      for (int j = 0; j < N; ++j) e[b].v[j] = i < chunks ? __ldcg(st + 5 * i + j) : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kStateBatch; ++b) acc = m.combine(acc, e[b]);
   }
   return group_reduce(acc, 32, m);
 }
 
-// One warp per row: lane l merges chunks l, l + 32, ... in order, then the lanes combine in lane
-// order (group_reduce); lane 0 writes the row's Coef. Saved: the chunks hold sums only, and the
-// row's μ / r come from `mean` / `rstd`.
-template <NormKind K, bool Saved = false>
-__global__ void __launch_bounds__(256)
-bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks, std::int64_t n,
-                 float eps, const float* mean, const float* rstd) {
-  const std::int64_t r = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  const bool live = r < rows;
-  const float* st = states + 5 * (live ? r : 0) * chunks;
+// A row's Coef from its chunk states (5 floats each, written by other blocks: read through L2),
+// by one warp: lane l merges chunks l, l + 32, ... in order, then the lanes combine in lane order
+// (group_reduce); every lane gets the same bits. Saved: the chunks hold sums only, and the row's
+// μ / r are `mean` / `rstd`.
+template <NormKind K, bool Saved>
+__device__ __forceinline__ Coef row_coef(const float* st, int chunks, bool live, int lane,
+                                         std::int64_t n, float eps, float mean, float rstd) {
   Coef c{};
   if constexpr (Saved) {
     const Sums<K == NormKind::layer ? 2 : 1> tot = chunk_sums<K == NormKind::layer ? 2 : 1>(st, chunks, live, lane);
-    c.a = live ? rstd[r] : 0.f;
+    c.a = rstd;
     if constexpr (K == NormKind::layer) {
-      c.b = live ? mean[r] : 0.f;
+      c.b = mean;
       c.c = tot.v[0] / float(n);
       c.d = c.a * c.a * tot.v[1] / float(n);
     } else {
@@ -848,8 +873,18 @@ bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks
   } else if constexpr (K == NormKind::layer) {
     const LnMonoid m;
     LnState acc = m.identity();
-    for (int i = lane; live && i < chunks; i += 32)
-      acc = m.combine(acc, {st[5 * i], st[5 * i + 1], st[5 * i + 2], st[5 * i + 3], st[5 * i + 4]});
+    for (int i0 = lane; live && i0 < chunks; i0 += 32 * kStateBatch) {
+      LnState e[kStateBatch];
+#pragma unroll
+      for (int b = 0; b < kStateBatch; ++b) {
+        const int i = i0 + 32 * b;
+        e[b] = i < chunks ? LnState{__ldcg(st + 5 * i), __ldcg(st + 5 * i + 1), __ldcg(st + 5 * i + 2),
+                                    __ldcg(st + 5 * i + 3), __ldcg(st + 5 * i + 4)}
+                          : m.identity();
+      }
+#pragma unroll
+      for (int b = 0; b < kStateBatch; ++b) acc = m.combine(acc, e[b]);
+    }
     const LnState tot = group_reduce(acc, 32, m);
     c.a = 1.0f / sqrtf(tot.m2 / float(n) + eps);
     c.b = tot.mean;
@@ -865,6 +900,20 @@ bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks
       c.a = tot.v[0];
     }
   }
+  return c;
+}
+
+// One warp per row; lane 0 writes the row's Coef.
+template <NormKind K, bool Saved = false>
+__global__ void __launch_bounds__(256)
+bwd_stats_finish(const float* states, Coef* coefs, std::int64_t rows, int chunks, std::int64_t n,
+                 float eps, const float* mean, const float* rstd) {
+  const std::int64_t r = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const bool live = r < rows;
+  const float mu = Saved && K == NormKind::layer && live ? mean[r] : 0.f;
+  const float rs = Saved && live ? rstd[r] : 0.f;
+  const Coef c = row_coef<K, Saved>(states + 5 * (live ? r : 0) * chunks, chunks, live, lane, n, eps, mu, rs);
   if (live && lane == 0) coefs[r] = c;
 }
 
@@ -929,6 +978,174 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
     for (int s = 0; s < S; ++s) ok[s] = s * kChunkThreads * W < rem;
     if (part_w) store_partial<S, W>(part_w + g * a.x.n + c0 + t * W, kChunkThreads, dw, ok);
     if (part_b) store_partial<S, W>(part_b + g * a.x.n + c0 + t * W, kChunkThreads, db, ok);
+  }
+}
+
+// ---- Long rows in one pass (v14) ---------------------------------------------------------------
+// bwd_rows_stream: a cooperative launch of row_groups × col_tiles blocks, all resident (one an
+// SM). Block (g, c) owns columns [c·tw, c·tw + tw) of the rows of group g (tw ≤ 8192: 16
+// elements for each of its 512 row threads) and walks those rows in order through kStreamSlots
+// shared-memory stages (cp.async, each thread its own packs, as bwd_rows_coef):
+//   the row threads ask for row i's stage kStreamLead rows ahead; when it lands they fold its
+//   chunk state (chunk_state), and thread 0 writes it to states[i·col_tiles + c] and adds 1 to
+//   count[i] with release semantics;
+//   kCoefWarps more warps wait (acquire) until count[i] = col_tiles — every block of the row has
+//   published — merge the row's states in column order (row_coef: every block the same bits)
+//   and leave the row's Coef in a shared-memory ring, flagged with a release store;
+//   kStreamLag rows after the fold, the row threads take the Coef and write their dx columns from
+//   the same stage, adding dw/db in registers.
+// So x and dy are read from memory once, where the three-kernel path (bwd_stats_chunks →
+// bwd_stats_finish → bwd_rows_coef) reads them twice, and the waits on the other blocks (two L2
+// round trips a row) run beside the row threads' work. A block publishes row i before it waits on
+// row i − kStreamLag, so with every block resident no wait can close a cycle. A ring slot is
+// written for row i only after this block published row i, by which time every row thread has
+// finished row i − 1 − kStreamLag: kCoefRing > kStreamLag slots never overrun. count is zeroed
+// before the launch (a memset node). dw/db: one row group writes them directly; more groups
+// write partial rows, added in group order by bwd_grad_reduce.
+constexpr int kStreamThreads = 512, kStreamElems = 16, kCoefWarps = 2, kCoefRing = 8;
+constexpr int kStreamBlock = kStreamThreads + 32 * kCoefWarps;
+constexpr std::int64_t kStreamTile = std::int64_t(kStreamThreads) * kStreamElems;
+template <class T>
+inline constexpr int kStreamLead = sizeof(T) == 2 ? 2 : 1;
+template <class T>
+inline constexpr int kStreamLag = sizeof(T) == 2 ? 3 : 1;
+template <class T>
+inline constexpr int kStreamSlots = kStreamLead<T> + kStreamLag<T> + 1;  // 192 KB either way
+template <class T>
+constexpr std::size_t stream_smem_bytes() {
+  return std::size_t(kStreamSlots<T>) * 2 * std::size_t(kStreamTile) * sizeof(T);
+}
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int load_acquire_cta(const int* p) {
+  int v;
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_cta(int* p, int v) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
+template <class T, NormKind K, int S, int W, bool Saved>
+__global__ void __launch_bounds__(kStreamBlock, 1)
+bwd_rows_stream(NormBackwardArgs a, float* states, int* count, float* part_w, float* part_b,
+                int col_tiles, std::int64_t tile_width, std::int64_t rows_per_group) {
+  static_assert(S * W == kStreamElems && kPipelined<T, W>);
+  constexpr int kLead = kStreamLead<T>, kLag = kStreamLag<T>, kSlots = kStreamSlots<T>;
+  static_assert(kCoefRing > kLag);
+  constexpr int p = kStreamThreads;
+  extern __shared__ uint4 stream_words[];
+  T* stages = reinterpret_cast<T*>(stream_words);
+  __shared__ ChunkScratch scratch[2];
+  __shared__ Coef coef_ring[kCoefRing];
+  __shared__ int coef_row[kCoefRing];  // 1 + the group row whose Coef the slot holds
+  const int t = threadIdx.x;
+  const std::int64_t n = a.x.n, g = blockIdx.x / col_tiles;
+  const int c = int(blockIdx.x % col_tiles);
+  const std::int64_t c0 = c * tile_width;
+  const int len = int(std::min<std::int64_t>(tile_width, n - c0)), rem = len - t * W;
+  const std::int64_t r0 = g * rows_per_group, rows = std::min(a.x.rows, r0 + rows_per_group) - r0;
+  if (t < kCoefRing) coef_row[t] = 0;
+  __syncthreads();
+
+  if (t >= kStreamThreads) {  // coefficient warp w: rows w, w + kCoefWarps, ...
+    const int w = (t - kStreamThreads) >> 5, lane = t & 31;
+    for (std::int64_t j = w; j < rows; j += kCoefWarps) {
+      const std::int64_t r = r0 + j;
+      while (load_acquire(count + r) < col_tiles) {
+      }
+      const float mu = Saved && K == NormKind::layer ? __ldg(a.mean + r) : 0.f;
+      const float rs = Saved ? __ldg(a.rstd + r) : 0.f;
+      const Coef cf = row_coef<K, Saved>(states + 5 * r * col_tiles, col_tiles, true, lane, n, a.eps, mu, rs);
+      if (lane == 0) {
+        coef_ring[j % kCoefRing] = cf;
+        store_release_cta(coef_row + j % kCoefRing, int(j + 1));
+      }
+    }
+    return;
+  }
+
+  const auto x_row = [&](std::int64_t r) {
+    return static_cast<const T*>(a.x.data) + r * a.x.row_stride + c0 + t * W;
+  };
+  const auto dy_row = [&](std::int64_t r) {
+    return static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + c0 + t * W;
+  };
+  float wv[S][W], dw[S][W], db[S][W];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int k = 0; k < W; ++k) dw[s][k] = db[s][k] = 0.f;
+  if constexpr (kHasGrads<K>)
+    load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr, p, rem, wv);
+#pragma unroll
+  for (int i = 0; i < kLead; ++i) {
+    if (i < rows) stage_row<T, S, W>(stages, i, x_row(r0 + i), dy_row(r0 + i), p, t, rem);
+    else cp_async_commit();
+  }
+  for (std::int64_t i = 0; i < rows + kLag; ++i) {
+    const std::int64_t ahead = i + kLead;
+    if (ahead < rows)
+      stage_row<T, S, W>(stages, int(ahead % kSlots), x_row(r0 + ahead), dy_row(r0 + ahead), p, t, rem);
+    else cp_async_commit();
+    if (i < rows) {  // row i landed (all but the kLead newest groups): fold and publish its state
+      cp_async_wait<kLead>();
+      float xv[S][W], dv[S][W];
+      bool ok[S];
+      read_stage<T, S, W>(stages, int(i % kSlots), p, t, rem, xv, dv, ok);
+      const std::int64_t r = r0 + i;
+      const float mean = Saved && K == NormKind::layer ? __ldg(a.mean + r) : 0.f;
+      chunk_state<K, S, W, Saved>(xv, dv, wv, ok, len, mean, scratch[i & 1],
+                                  states + 5 * (r * col_tiles + c), kStreamThreads);
+      if (t == 0) add_release(count + r, 1);  // orders thread 0's state stores before it
+    }
+    if (i >= kLag) {  // row j = i − kLag, once its Coef is in the ring
+      const std::int64_t j = i - kLag, r = r0 + j;
+      const int slot = int(j % kCoefRing);
+      while (load_acquire_cta(coef_row + slot) != int(j + 1)) {
+      }
+      const Coef cf = coef_ring[slot];
+      float xv[S][W], dv[S][W];
+      bool ok[S];
+      read_stage<T, S, W>(stages, int(j % kSlots), p, t, rem, xv, dv, ok);
+      apply<K, S, W>(cf, xv, dv, wv, ok, dw, db);
+      store_tile<T, S, W>(static_cast<T*>(a.dx.data) + r * a.dx.row_stride + c0 + t * W, p, xv, ok);
+    }
+  }
+  if constexpr (kHasGrads<K>) {
+    if (gridDim.x == unsigned(col_tiles)) {  // one row group: dw/db are its sums
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (s * p * W >= rem) continue;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const std::int64_t i = c0 + t * W + s * p * W + k;
+          if (a.dweight) {
+            if (a.grad_dtype == DType::f32) static_cast<float*>(a.dweight)[i] = dw[s][k];
+            else static_cast<T*>(a.dweight)[i] = from_f32<T>(dw[s][k]);
+          }
+          if (a.dbias) {
+            if (a.grad_dtype == DType::f32) static_cast<float*>(a.dbias)[i] = db[s][k];
+            else static_cast<T*>(a.dbias)[i] = from_f32<T>(db[s][k]);
+          }
+        }
+      }
+    } else {
+      bool ok[S];
+#pragma unroll
+      for (int s = 0; s < S; ++s) ok[s] = s * p * W < rem;
+      if (part_w) store_partial<S, W>(part_w + g * n + c0 + t * W, p, dw, ok);
+      if (part_b) store_partial<S, W>(part_b + g * n + c0 + t * W, p, db, ok);
+    }
   }
 }
 
@@ -1156,6 +1373,68 @@ RegsVariant regs_variant_from_env() {
   return RegsVariant::pf;
 }
 
+// Long rows in one pass (v14, bwd_rows_stream) unless SIXFOLD_NORM_BWD_LONG=chunks (dev
+// switch, read per call: the three-kernel path).
+bool stream_rows_from_env() {
+  const char* e = std::getenv("SIXFOLD_NORM_BWD_LONG");
+  return !(e && std::strcmp(e, "chunks") == 0);
+}
+
+// v14 where every column tile of a row is resident at once (1M bf16 columns: 128 tiles of 8192
+// against the H100's 132 SMs); false where not, and the three kernels run instead.
+template <class T, NormKind K, int W, bool Saved>
+bool launch_stream(const NormBackwardArgs& a, cudaStream_t stream, int device, int sms) {
+  constexpr int S = kStreamElems / W;
+  const auto kernel = bwd_rows_stream<T, K, S, W, Saved>;
+  constexpr std::size_t smem = stream_smem_bytes<T>();
+  static std::atomic<std::uint64_t> configured{0};  // > 48 KB of shared memory: once per device
+  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+  if (!bit || !(configured.load(std::memory_order_acquire) & bit)) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
+      (void)cudaGetLastError();  // a device with less shared memory: the three kernels
+      return false;
+    }
+    configured.fetch_or(bit, std::memory_order_release);
+  }
+  const std::int64_t n = a.x.n, rows = a.x.rows;
+  const std::int64_t capacity =
+      std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), kStreamBlock, smem, device)) * sms;
+  const std::int64_t col_tiles = ceil_div(n, kStreamTile);
+  if (col_tiles > capacity) return false;
+  const std::int64_t tile_width = ceil_div(ceil_div(n, col_tiles), std::int64_t(W)) * W;
+  std::int64_t groups = std::min(rows, capacity / col_tiles);
+  const std::int64_t per_group = ceil_div(rows, groups);
+  groups = ceil_div(rows, per_group);
+  const bool grads = kHasGrads<K> && (a.dweight || a.dbias);
+  const std::int64_t ngrads = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
+  const std::size_t count_bytes = std::size_t(ceil_div(rows * 4, std::int64_t(256)) * 256);
+  const std::size_t state_bytes = std::size_t(ceil_div(rows * col_tiles * 5 * 4, std::int64_t(256)) * 256);
+  const std::size_t part_bytes = grads && groups > 1 ? std::size_t(groups * n * ngrads) * sizeof(float) : 0;
+  Workspace ws(count_bytes + state_bytes + part_bytes, stream, kWhere);
+  char* const scratch = static_cast<char*>(ws.get());
+  auto* count = reinterpret_cast<int*>(scratch);
+  auto* states = reinterpret_cast<float*>(scratch + count_bytes);
+  float* part = part_bytes ? reinterpret_cast<float*>(scratch + count_bytes + state_bytes) : nullptr;
+  float* part_w = part && a.dweight ? part : nullptr;
+  float* part_b = part && a.dbias ? part + (a.dweight ? groups * n : 0) : nullptr;
+  check_cuda(cudaMemsetAsync(count, 0, std::size_t(rows) * sizeof(int), stream), kWhere);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(groups * col_tiles));
+  cfg.blockDim = dim3(unsigned(kStreamBlock));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // the waits need every block resident
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, states, count, part_w, part_b, int(col_tiles),
+                                tile_width, per_group),
+             kWhere);
+  if (part) reduce_grads<T>(a, part_w, part_b, groups, stream);
+  return true;
+}
+
 // Saved: rms / layer with the forward's statistics (a.rstd, and a.mean for layer).
 template <class T, NormKind K, int W, bool Saved>
 void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device) {
@@ -1247,6 +1526,8 @@ void launch_backward(const NormBackwardArgs& a, cudaStream_t stream, int device)
     if (grads && !reduce_cw) reduce_grads<T>(a, part_w, part_b, parts, stream);
     return;
   }
+  if constexpr (kPipelined<T, W>)
+    if (stream_rows_from_env() && launch_stream<T, K, W, Saved>(a, stream, device, sms)) return;
   const std::int64_t chunks = ceil_div(n, kChunk);
   if (rows * chunks > kMaxGrid) throw_error(kWhere, "too many rows × chunks for one launch");
   // The statistics pass takes kStatPacks times longer chunks than the dx pass (4 · 2048
