@@ -1002,8 +1002,8 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
 // finished row i − 1 − kStreamLag: kCoefRing > kStreamLag slots never overrun. count is zeroed
 // before the launch (a memset node). dw/db: one row group writes them directly; more groups
 // write partial rows, added in group order by bwd_grad_reduce.
-constexpr int kStreamThreads = 512, kStreamElems = 16, kCoefWarps = 2, kCoefRing = 8;
-constexpr int kStreamBlock = kStreamThreads + 32 * kCoefWarps;
+constexpr int kStreamThreads = 512, kStreamElems = 16, kMaxCoefWarps = 4, kCoefRing = 8;
+constexpr int kStreamBlock = kStreamThreads + 32 * kMaxCoefWarps;
 constexpr std::int64_t kStreamTile = std::int64_t(kStreamThreads) * kStreamElems;
 template <class T>
 inline constexpr int kStreamLead = sizeof(T) == 2 ? 2 : 1;
@@ -1011,9 +1011,12 @@ template <class T>
 inline constexpr int kStreamLag = sizeof(T) == 2 ? 3 : 1;
 template <class T>
 inline constexpr int kStreamSlots = kStreamLead<T> + kStreamLag<T> + 1;  // 192 KB either way
+// Dynamic shared memory: the stages, then the block's weight columns (as T, read back by the
+// thread that wrote them: in registers they pushed the LayerNorm kernel into spills, as the
+// coefficient warps cap a thread at 96 registers).
 template <class T>
 constexpr std::size_t stream_smem_bytes() {
-  return std::size_t(kStreamSlots<T>) * 2 * std::size_t(kStreamTile) * sizeof(T);
+  return (std::size_t(kStreamSlots<T>) * 2 + 1) * std::size_t(kStreamTile) * sizeof(T);
 }
 
 __device__ __forceinline__ int load_acquire(const int* p) {
@@ -1047,7 +1050,7 @@ bwd_rows_stream(NormBackwardArgs a, float* states, int* count, float* part_w, fl
   T* stages = reinterpret_cast<T*>(stream_words);
   __shared__ ChunkScratch scratch[2];
   __shared__ Coef coef_ring[kCoefRing];
-  __shared__ int coef_row[kCoefRing];  // 1 + the group row whose Coef the slot holds
+  __shared__ int coef_row[kCoefRing];         // 1 + the group row whose Coef the slot holds
   const int t = threadIdx.x;
   const std::int64_t n = a.x.n, g = blockIdx.x / col_tiles;
   const int c = int(blockIdx.x % col_tiles);
@@ -1057,18 +1060,19 @@ bwd_rows_stream(NormBackwardArgs a, float* states, int* count, float* part_w, fl
   if (t < kCoefRing) coef_row[t] = 0;
   __syncthreads();
 
-  if (t >= kStreamThreads) {  // coefficient warp w: rows w, w + kCoefWarps, ...
-    const int w = (t - kStreamThreads) >> 5, lane = t & 31;
-    for (std::int64_t j = w; j < rows; j += kCoefWarps) {
+  if (t >= kStreamThreads) {  // coefficient warp w of `warps`: rows w, w + warps, ...
+    const int w = (t - kStreamThreads) >> 5, lane = t & 31, warps = (int(blockDim.x) - kStreamThreads) >> 5;
+    for (std::int64_t j = w; j < rows; j += warps) {
       const std::int64_t r = r0 + j;
+      const int slot = int(j % kCoefRing);
       while (load_acquire(count + r) < col_tiles) {
       }
       const float mu = Saved && K == NormKind::layer ? __ldg(a.mean + r) : 0.f;
       const float rs = Saved ? __ldg(a.rstd + r) : 0.f;
       const Coef cf = row_coef<K, Saved>(states + 5 * r * col_tiles, col_tiles, true, lane, n, a.eps, mu, rs);
       if (lane == 0) {
-        coef_ring[j % kCoefRing] = cf;
-        store_release_cta(coef_row + j % kCoefRing, int(j + 1));
+        coef_ring[slot] = cf;
+        store_release_cta(coef_row + slot, int(j + 1));
       }
     }
     return;
@@ -1080,43 +1084,73 @@ bwd_rows_stream(NormBackwardArgs a, float* states, int* count, float* part_w, fl
   const auto dy_row = [&](std::int64_t r) {
     return static_cast<const T*>(a.dy.data) + r * a.dy.row_stride + c0 + t * W;
   };
-  float wv[S][W], dw[S][W], db[S][W];
+  float dw[S][W], db[S][W];
 #pragma unroll
   for (int s = 0; s < S; ++s)
 #pragma unroll
     for (int k = 0; k < W; ++k) dw[s][k] = db[s][k] = 0.f;
-  if constexpr (kHasGrads<K>)
+  T* const wtile = stages + std::int64_t(kSlots) * 2 * kStreamTile + t * W;  // (S, p, W)
+  if constexpr (kHasGrads<K>) {
+    float wv[S][W];
     load_weight<T, S, W>(a.weight ? static_cast<const T*>(a.weight) + c0 + t * W : nullptr, p, rem, wv);
 #pragma unroll
+    for (int s = 0; s < S; ++s) Pack<T, W>::pack(wv[s]).store(wtile + s * p * W);
+  }
+  const auto weights = [&](float (&wv)[S][W]) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if constexpr (kHasGrads<K>) Pack<T, W>::load(wtile + s * p * W).unpack(wv[s]);
+      else
+#pragma unroll
+        for (int k = 0; k < W; ++k) wv[s][k] = 1.f;
+    }
+  };
+  // LayerNorm with saved statistics folds about the row's μ: loaded with the row's stage, kLead
+  // rows ahead (a load per fold would put an L2 round trip on every row's path).
+  constexpr bool kMean = Saved && K == NormKind::layer;
+  float mean_ahead[kLead + 1];
+#pragma unroll
+  for (int i = 0; i <= kLead; ++i) mean_ahead[i] = 0.f;
+#pragma unroll
   for (int i = 0; i < kLead; ++i) {
-    if (i < rows) stage_row<T, S, W>(stages, i, x_row(r0 + i), dy_row(r0 + i), p, t, rem);
-    else cp_async_commit();
+    if (i < rows) {
+      stage_row<T, S, W>(stages, i, x_row(r0 + i), dy_row(r0 + i), p, t, rem);
+      if (kMean) mean_ahead[i] = __ldg(a.mean + r0 + i);
+    } else {
+      cp_async_commit();
+    }
   }
   for (std::int64_t i = 0; i < rows + kLag; ++i) {
     const std::int64_t ahead = i + kLead;
-    if (ahead < rows)
+    if (ahead < rows) {
       stage_row<T, S, W>(stages, int(ahead % kSlots), x_row(r0 + ahead), dy_row(r0 + ahead), p, t, rem);
-    else cp_async_commit();
-    if (i < rows) {  // row i landed (all but the kLead newest groups): fold and publish its state
+      if (kMean) mean_ahead[kLead] = __ldg(a.mean + r0 + ahead);
+    } else {
+      cp_async_commit();
+    }
+    if (i < rows) {  // row i landed (all but the kLead newest groups): fold its state
       cp_async_wait<kLead>();
-      float xv[S][W], dv[S][W];
+      float xv[S][W], dv[S][W], wv[S][W];
       bool ok[S];
       read_stage<T, S, W>(stages, int(i % kSlots), p, t, rem, xv, dv, ok);
+      weights(wv);
       const std::int64_t r = r0 + i;
-      const float mean = Saved && K == NormKind::layer ? __ldg(a.mean + r) : 0.f;
-      chunk_state<K, S, W, Saved>(xv, dv, wv, ok, len, mean, scratch[i & 1],
+      chunk_state<K, S, W, Saved>(xv, dv, wv, ok, len, mean_ahead[0], scratch[i & 1],
                                   states + 5 * (r * col_tiles + c), kStreamThreads);
       if (t == 0) add_release(count + r, 1);  // orders thread 0's state stores before it
     }
+#pragma unroll
+    for (int q = 0; q < kLead; ++q) mean_ahead[q] = mean_ahead[q + 1];
     if (i >= kLag) {  // row j = i − kLag, once its Coef is in the ring
       const std::int64_t j = i - kLag, r = r0 + j;
       const int slot = int(j % kCoefRing);
       while (load_acquire_cta(coef_row + slot) != int(j + 1)) {
       }
       const Coef cf = coef_ring[slot];
-      float xv[S][W], dv[S][W];
+      float xv[S][W], dv[S][W], wv[S][W];
       bool ok[S];
       read_stage<T, S, W>(stages, int(j % kSlots), p, t, rem, xv, dv, ok);
+      weights(wv);
       apply<K, S, W>(cf, xv, dv, wv, ok, dw, db);
       store_tile<T, S, W>(static_cast<T*>(a.dx.data) + r * a.dx.row_stride + c0 + t * W, p, xv, ok);
     }
@@ -1380,6 +1414,12 @@ bool stream_rows_from_env() {
   return !(e && std::strcmp(e, "chunks") == 0);
 }
 
+// Coefficient warps of bwd_rows_stream; dev switch, read per call: SIXFOLD_NORM_BWD_STREAM=<1..4>.
+int stream_coef_warps_from_env() {
+  const char* e = std::getenv("SIXFOLD_NORM_BWD_STREAM");
+  return e && *e >= '1' && *e <= '0' + kMaxCoefWarps ? *e - '0' : 2;
+}
+
 // v14 where every column tile of a row is resident at once (1M bf16 columns: 128 tiles of 8192
 // against the H100's 132 SMs); false where not, and the three kernels run instead.
 template <class T, NormKind K, int W, bool Saved>
@@ -1420,7 +1460,7 @@ bool launch_stream(const NormBackwardArgs& a, cudaStream_t stream, int device, i
   check_cuda(cudaMemsetAsync(count, 0, std::size_t(rows) * sizeof(int), stream), kWhere);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(groups * col_tiles));
-  cfg.blockDim = dim3(unsigned(kStreamBlock));
+  cfg.blockDim = dim3(unsigned(kStreamThreads + 32 * stream_coef_warps_from_env()));
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
