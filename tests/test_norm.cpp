@@ -278,6 +278,48 @@ TEST(Norm, CudaLongRowKernelsMatchReference) {
   }
 }
 
+// Rows longer than the register paths in one streamed pass (fv15, norm_rows_stream: 16-byte rows
+// without the fused add, where every column tile of a row is resident at once; the default for
+// RMSNorm, forced for the other kinds by SIXFOLD_NORM_FWD=streamall), and the same cases with it
+// off (SIXFOLD_NORM_FWD=nostream: the cluster, grid or split kernels): one row,
+// rows enough for several a block (each row's Coef kFwdLag rows behind its fold), tiles of
+// unequal fill, in place, strided with even strides, saved statistics, a row of all −inf,
+// huge logits, LayerNorm's far head and weight without bias, and the longest rows.
+TEST(Norm, CudaStreamedLongRowsMatchReference) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device";
+  const bool small = std::getenv("SIXFOLD_TEST_SMALL") != nullptr;
+  std::vector<Case> cases;
+  for (NormKind k : {NormKind::rms, NormKind::layer, NormKind::softmax, NormKind::log_softmax})
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      const bool norm = k == NormKind::rms || k == NormKind::layer;
+      cases.push_back({k, t, 1, 40000});
+      cases.push_back({k, t, 40, 33000});                               // 2 rows a group
+      cases.push_back({k, t, 5, 40960, true, 8, 0, true});              // in place, padded
+      cases.push_back({k, t, 4, 49160, false, 16, 8});                  // strided, no affine
+      if (norm) cases.push_back({k, t, 6, 40000, true, 0, 0, false, 1.0, false, 1});  // stats
+      if (k == NormKind::layer) {
+        cases.push_back({k, t, 3, 40000, true, 0, 0, false, 1.0, false, 0, true});  // far head
+        cases.push_back({k, t, 3, 40000, true, 0, 0, false, 1.0, false, 0, false, true});
+      }
+      if (!norm) {
+        cases.push_back({k, t, 4, 40000, false, 0, 0, false, 1.0, true});  // −inf, row 0 all −inf
+        cases.push_back({k, t, 2, 40000, false, 0, 0, false, 1e4});        // huge logits
+      }
+      if (small || t != DType::bf16) continue;  // not under the sanitizer; f32 / f16 above
+      cases.push_back({k, t, 300, 32776});                              // 12 rows a group
+      if (k == NormKind::rms || k == NormKind::softmax) cases.push_back({k, t, 40, 262144});
+      if (k == NormKind::layer || k == NormKind::log_softmax) cases.push_back({k, t, 3, 1 << 20});
+    }
+  for (const char* flags : {"streamall", "nostream"}) {
+    SCOPED_TRACE(std::string("SIXFOLD_NORM_FWD=") + flags);
+    ScopedEnv env("SIXFOLD_NORM_FWD", flags);
+    for (const Case& c : cases) {
+      run_case(c, Device::cuda(0));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(Norm, BadInputIsRejectedAndNothingWritten) {
   std::vector<float> x(24, 1.0f), y(24, NAN), w(5, 1.0f);
   auto tx = TensorView::contiguous(x.data(), DType::f32, {4, 6});

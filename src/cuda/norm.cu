@@ -887,6 +887,173 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
   }
 }
 
+// ---- Long rows in one pass, streamed (fv15) ----------------------------------------------------
+// norm_rows_stream: the forward form of the backward's bwd_rows_stream (norm_backward.cu, v14).
+// A cooperative launch of row_groups × col_tiles blocks, all resident (one an SM): block (g, c)
+// owns columns [c·tw, c·tw + tw) of the rows of group g (tw ≤ 8192: 16 elements for each of its
+// 512 row threads). The row threads walk those rows through kFwdSlots cp.async stages: row i's
+// stage is asked kFwdLead rows ahead; when it lands they fold it into a Stats<K> state, which
+// thread 0 stores at states[i·col_tiles + c] before a release add on count[i]. kFwdCoefWarps more
+// warps wait (acquire) until count[i] = col_tiles, merge the row's states in column order — every
+// block the same bits — into its Coef (and, block 0 of the row, its saved statistics) and leave
+// it in a shared-memory ring flagged with a release store; kFwdLag rows after the fold the row
+// threads rewrite the tile from the same stage. So x is read from memory once: the cluster and
+// grid forms cache at most 104 KB of a slice and re-read the rest, the split path re-reads all
+// of x. A block publishes row i before it waits on row i − kFwdLag, so with every block
+// resident no wait closes a cycle; a ring slot is written for row i only after the row threads
+// folded it, by which time they finished row i − 1 − kFwdLag (kFwdRing > kFwdLag). Weight and
+// bias sit in shared memory (the coefficient warps cap a thread at 96 registers).
+constexpr int kFwdStreamThreads = 512, kFwdStreamElems = 16, kFwdCoefWarps = 2, kFwdRing = 8;
+constexpr std::int64_t kFwdStreamTile = std::int64_t(kFwdStreamThreads) * kFwdStreamElems;
+template <class T>
+inline constexpr int kFwdLead = sizeof(T) == 2 ? 2 : 1;
+template <class T>
+inline constexpr int kFwdLag = sizeof(T) == 2 ? 3 : 2;
+template <class T>
+inline constexpr int kFwdSlots = kFwdLead<T> + kFwdLag<T> + 1;
+// The stages, then the weight and bias tiles: bf16 128 KB, f32 192 KB.
+template <class T>
+constexpr std::size_t fwd_stream_smem() {
+  return std::size_t(kFwdSlots<T> + 2) * std::size_t(kFwdStreamTile) * sizeof(T);
+}
+
+template <class T, NormKind K, int S, int W, bool kStats>
+__global__ void __launch_bounds__(kFwdStreamThreads + 32 * kFwdCoefWarps, 1)
+norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int col_tiles,
+                 std::int64_t tile_width, std::int64_t rows_per_group) {
+  using St = Stats<K>;
+  using State = typename St::State;
+  using P = Pack<T, W>;
+  static_assert(S * W == kFwdStreamElems && W * sizeof(T) == 16);
+  constexpr int kLead = kFwdLead<T>, kLag = kFwdLag<T>, kSlots = kFwdSlots<T>, p = kFwdStreamThreads;
+  static_assert(kFwdRing > kLag);
+  extern __shared__ uint4 fwd_stream_words[];
+  T* const stages = reinterpret_cast<T*>(fwd_stream_words);
+  __shared__ State warp_states[2][32];
+  __shared__ Coef coef_ring[kFwdRing];
+  __shared__ int coef_row[kFwdRing];  // 1 + the group row whose Coef the slot holds
+  const int t = threadIdx.x, lane = t & 31;
+  const std::int64_t n = a.x.n, g = blockIdx.x / col_tiles;
+  const int c = int(blockIdx.x % col_tiles);
+  const std::int64_t c0 = c * tile_width;
+  const int rem = int(std::min<std::int64_t>(tile_width, n - c0)) - t * W;
+  const std::int64_t r0 = g * rows_per_group, rows = std::min(a.x.rows, r0 + rows_per_group) - r0;
+  const typename St::Monoid m;
+  if (t < kFwdRing) coef_row[t] = 0;
+  __syncthreads();
+
+  if (t >= p) {  // coefficient warp w: rows w, w + kFwdCoefWarps, ...
+    const int w = (t - p) >> 5;
+    constexpr int kBatch = 4;  // states a lane loads before it merges them (in order)
+    for (std::int64_t j = w; j < rows; j += kFwdCoefWarps) {
+      const std::int64_t r = r0 + j;
+      while (load_acquire(count + r) < col_tiles) {
+      }
+      const State* st = states + r * col_tiles;
+      State acc = m.identity();
+      for (int i0 = lane; i0 < col_tiles; i0 += 32 * kBatch) {
+        State e[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          e[b] = i0 + 32 * b < col_tiles ? load_state_l2(st + i0 + 32 * b) : m.identity();
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) acc = m.combine(acc, e[b]);
+      }
+      const Coef cf = St::coef(group_reduce(acc, 32, m), n, a.eps);
+      if (lane == 0) {
+        if constexpr (kStats) {
+          if (c == 0) {
+            if (a.rstd) a.rstd[r] = cf.a;
+            if (K == NormKind::layer && a.mean) a.mean[r] = cf.b;
+          }
+        }
+        coef_ring[j % kFwdRing] = cf;
+        store_release_cta(coef_row + j % kFwdRing, int(j + 1));
+      }
+    }
+    return;
+  }
+
+  T* const wtile = stages + std::int64_t(kSlots) * kFwdStreamTile + t * W;  // (S, p, W), then bias
+  if constexpr (K == NormKind::rms || K == NormKind::layer) {
+    const T* w = a.weight ? static_cast<const T*>(a.weight) + c0 : nullptr;
+    const T* b = a.bias ? static_cast<const T*>(a.bias) + c0 : nullptr;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (s * p * W >= rem) continue;
+      float wv[W], bv[W];
+      load_affine<T, K, W>(w, b, t * W + s * p * W, wv, bv);
+      P::pack(wv).store(wtile + s * p * W);
+      if constexpr (K == NormKind::layer) P::pack(bv).store(wtile + kFwdStreamTile + s * p * W);
+    }
+  }
+  const auto stage_row = [&](std::int64_t i) {  // group row i into its slot, one commit group
+    const T* x = static_cast<const T*>(a.x.data) + (r0 + i) * a.x.row_stride + c0 + t * W;
+    T* sm = stages + (i % kSlots) * kFwdStreamTile + t * W;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (s * p * W < rem) cp_async16_cg(sm + s * p * W, x + s * p * W);
+    cp_async_commit();
+  };
+  const auto read_row = [&](std::int64_t i, float (&v)[S][W], bool (&ok)[S]) {
+    const T* sm = stages + (i % kSlots) * kFwdStreamTile + t * W;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      ok[s] = s * p * W < rem;
+      if (ok[s]) P::load(sm + s * p * W).unpack(v[s]);
+      else
+#pragma unroll
+        for (int k = 0; k < W; ++k) v[s][k] = 0.f;
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kLead; ++i) {
+    if (i < rows) stage_row(i);
+    else cp_async_commit();
+  }
+  for (std::int64_t i = 0; i < rows + kLag; ++i) {
+    if (i + kLead < rows) stage_row(i + kLead);
+    else cp_async_commit();
+    if (i < rows) {  // row i landed (all but the kLead newest groups): fold and publish its state
+      cp_async_wait<kLead>();
+      float v[S][W];
+      bool ok[S];
+      read_row(i, v, ok);
+      State acc = group_reduce(St::template fold<kFastExp<T>>(v, ok), 32, m);
+      if (lane == 0) warp_states[i & 1][t >> 5] = acc;
+      asm volatile("bar.sync 1, %0;" ::"r"(p) : "memory");
+      acc = group_reduce(lane < p / 32 ? warp_states[i & 1][lane] : m.identity(), 32, m);
+      if (t == 0) {
+        states[(r0 + i) * col_tiles + c] = acc;
+        add_release(count + r0 + i, 1);  // orders the state's store before it
+      }
+    }
+    if (i >= kLag) {  // row j = i − kLag, once its Coef is in the ring
+      const std::int64_t j = i - kLag;
+      const int slot = int(j % kFwdRing);
+      while (load_acquire_cta(coef_row + slot) != int(j + 1)) {
+      }
+      const Coef cf = coef_ring[slot];
+      float v[S][W];
+      bool ok[S];
+      read_row(j, v, ok);
+      T* y = static_cast<T*>(a.out.data) + (r0 + j) * a.out.row_stride + c0 + t * W;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!ok[s]) continue;
+        float wv[W], bv[W], o[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
+        if constexpr (K == NormKind::rms || K == NormKind::layer) P::load(wtile + s * p * W).unpack(wv);
+        if constexpr (K == NormKind::layer) P::load(wtile + kFwdStreamTile + s * p * W).unpack(bv);
+#pragma unroll
+        for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[s][k], cf, wv[k], bv[k]);
+        P::pack(o).store_streaming(y + s * p * W);
+      }
+    }
+  }
+}
+
 // ---- Long rows, split over several kernels ----------------------------------------------------
 // Few rows longer than a cluster's shared memory (32×1048576 bf16: 2 MB rows against 16 × 104 KB)
 // leave most of the GPU idle in the cluster kernels: 16-block clusters, 14 resident at once, run
@@ -1109,8 +1276,8 @@ norm_split_apply(NormArgs a, const Coef* coefs, int per_row) {
 // row; "chunks=N" — about N chunks per row on the split path (each at least 8192 elements);
 // "nopfw" — no prefetches on the long-row path; "norewrite-short" — the split path's rewrite as
 // norm_split_rewrite (chunk-sized blocks) instead of norm_split_apply; "nopdl" — its rewrite launched
-// plainly, not as a programmatic dependent of its fold; "nogrid" / "gridall" — see launch_rows;
-// "verbose" — the long-row launch shape and
+// plainly, not as a programmatic dependent of its fold; "nogrid" / "gridall" / "nostream" /
+// "streamall" — see launch_rows; "verbose" — the long-row launch shape and
 // how many of its clusters are resident at once, on stderr.
 const char* fwd_dev_flags() {  // read on every call, so that tests can switch them
   return std::getenv("SIXFOLD_NORM_FWD");
@@ -1337,6 +1504,55 @@ bool launch_grid_rows(const NormArgs& a, cudaStream_t stream, int device) {
   return true;
 }
 
+// fv15 where every column tile of a row is resident at once (1M bf16 columns: 128 tiles of 8192
+// against the H100's 132 SMs); false where not.
+template <class T, NormKind K, int W, bool kStats>
+bool launch_stream_rows(const NormArgs& a, cudaStream_t stream, int device) {
+  using State = typename Stats<K>::State;
+  constexpr int S = kFwdStreamElems / W;
+  const auto kernel = norm_rows_stream<T, K, S, W, kStats>;
+  constexpr std::size_t smem = fwd_stream_smem<T>();
+  constexpr int threads = kFwdStreamThreads + 32 * kFwdCoefWarps;
+  // Blocks per SM, set up and asked once per device (0: does not fit).
+  static std::atomic<int> fits[64] = {};
+  int per_sm = device < 64 ? fits[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
+      (void)cudaGetLastError();
+      per_sm = 0;
+    }
+    per_sm = std::max(per_sm, 0);
+    if (device < 64) fits[device].store(per_sm > 0 ? per_sm : -1, std::memory_order_relaxed);
+  }
+  if (per_sm <= 0) return false;
+  const std::int64_t n = a.x.n, rows = a.x.rows;
+  const std::int64_t capacity = std::int64_t(per_sm) * parallel::cuda::sm_count(device, kWhere);
+  const std::int64_t col_tiles = ceil_div(n, kFwdStreamTile);
+  if (col_tiles > capacity) return false;
+  const std::int64_t tile_width = ceil_div(ceil_div(n, col_tiles), std::int64_t(W)) * W;
+  std::int64_t groups = std::min(rows, capacity / col_tiles);
+  const std::int64_t per_group = ceil_div(rows, groups);
+  groups = ceil_div(rows, per_group);
+  const std::size_t count_bytes = std::size_t(ceil_div(rows * 4, std::int64_t(256)) * 256);
+  parallel::cuda::detail::Scratch ws(count_bytes + std::size_t(rows * col_tiles) * sizeof(State), stream, kWhere);
+  auto* count = static_cast<int*>(ws.get());
+  auto* states = reinterpret_cast<State*>(static_cast<char*>(ws.get()) + count_bytes);
+  check_cuda(cudaMemsetAsync(count, 0, std::size_t(rows) * sizeof(int), stream), kWhere);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;  // the waits need every block resident
+  attr.val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(groups * col_tiles));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, states, count, int(col_tiles), tile_width, per_group), kWhere);
+  return true;
+}
+
 template <class T, NormKind K, int W, bool kAdd, bool kStats>
 void launch_register_rows(const NormArgs& a, cudaStream_t stream) {
   constexpr int S = W > 1 ? 4 : 16;  // 64 bytes (4 vector loads) or 16 scalar loads in flight
@@ -1446,6 +1662,17 @@ void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   // 58.3-58.9 (50.7-52.8) against 59.6-60.0 (53.5-54.4). The fused adds keep the split path
   // (through the grid form: add_layer 66.0 -> 64.0-64.5, add_rms 74 -> 59). Dev flags: "nogrid" —
   // the split path there too; "gridall" — the grid form for every long row without the add (tests).
+  // RMSNorm's rows in one streamed pass (fv15) unless a dev flag asks for another path:
+  // "nostream", or "split" / "gridall" (which the tests use to reach those kernels). H100, bf16,
+  // same process, two rounds, ms in graph replay, cluster / grid path → fv15, 256x262144 and
+  // 32x1048576: rms 0.117 → 0.114 and 0.068 → 0.063; layer 0.139 → 0.205 and 0.082 → 0.108,
+  // softmax 0.111 → 0.179 and 0.069 → 0.093 — their folds (Welford, LogSumExp: a division or an
+  // exp in every merge of the block reduction) put more latency on each row than the 1.4 µs its
+  // bytes take, so they keep the cluster / grid kernels; "streamall" forces fv15 on them (tests).
+  if constexpr (!kAdd && W * sizeof(T) == 16)
+    if ((K == NormKind::rms || fwd_dev_flag("streamall")) && !fwd_dev_flag("nostream") &&
+        !fwd_dev_flag("split") && !fwd_dev_flag("gridall") && launch_stream_rows<T, K, W, kStats>(a, stream, device))
+      return;
   const bool split = long_rows_split<T, K, kAdd>(a.x.n);
   const bool grid = fwd_dev_flag("gridall") ||
                     (K != NormKind::rms && split && a.x.n * std::int64_t(sizeof(T)) >= kMaxCluster * kSliceBytes);

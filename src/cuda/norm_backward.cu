@@ -210,18 +210,6 @@ __device__ __forceinline__ void store_partial(float* part, int p, const float (&
 // shared memory (cp.async) while it works on the current one; it reads back only what it copied
 // itself, so waiting for its own copy groups is enough (no barrier).
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// The "memory" clobber keeps the compiler from moving the stage's shared-memory reads above it.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 template <class T, int W>
 inline constexpr bool kPipelined = W * int(sizeof(T)) == 16;
@@ -243,8 +231,8 @@ __device__ __forceinline__ void stage_row(T* sm, int stage, const T* x, const T*
 #pragma unroll
   for (int s = 0; s < S; ++s)
     if (s * p * W < rem) {
-      cp_async16(sx + s * p * W, x + s * p * W);
-      cp_async16(sd + s * p * W, d + s * p * W);
+      cp_async16_cg(sx + s * p * W, x + s * p * W);
+      cp_async16_cg(sd + s * p * W, d + s * p * W);
     }
   cp_async_commit();
 }
@@ -1017,25 +1005,6 @@ inline constexpr int kStreamSlots = kStreamLead<T> + kStreamLag<T> + 1;  // 192 
 template <class T>
 constexpr std::size_t stream_smem_bytes() {
   return (std::size_t(kStreamSlots<T>) * 2 + 1) * std::size_t(kStreamTile) * sizeof(T);
-}
-
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void add_release(int* p, int v) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int load_acquire_cta(const int* p) {
-  int v;
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release_cta(int* p, int v) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
 template <class T, NormKind K, int S, int W, bool Saved>

@@ -77,6 +77,44 @@ __device__ __forceinline__ typename M::value_type block_reduce(typename M::value
 }
 
 
+// ---- Rows streamed through shared memory (the long-row backward and forward) -------------------
+// cp.async of 16 bytes through L2 only (rows read once); each thread later reads back only what it
+// copied itself, so waiting for its own groups is enough.
+__device__ __forceinline__ void cp_async16_cg(void* smem, const void* gmem) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// The "memory" clobber keeps the compiler from moving the stage's shared-memory reads above it.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// A row's counter of published tile states (global, GPU scope) and a block's ring flags (shared,
+// CTA scope): release on the writer's side orders its earlier stores before the flag, acquire on
+// the reader's orders its later loads after it.
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int load_acquire_cta(const int* p) {
+  int v;
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_cta(int* p, int v) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
 // ---- Host helpers ----------------------------------------------------------------------------
 
 using parallel::cuda::DeviceGuard;
