@@ -21,6 +21,9 @@
 //                                   g = 32: a kernel with the width a constant, one row a block
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
+//   norm_rows_stream   longer RMSNorm rows (16-byte packs, no residual add) whose 8192-column
+//                                   tiles are all resident at once: one pass, x read once, the
+//                                   tiles' states met through release / acquire counters (fv15)
 //   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) of rms and the fused adds, and
 //                                   add_rms_norm's long rows: chunk states, the rows'
 //                                   coefficients, then the rewrite (x re-read), three kernels

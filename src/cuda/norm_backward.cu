@@ -28,17 +28,21 @@
 //                                8 that add their slots through distributed shared memory).
 //                                Per row: 16 elements, ~10 instructions each; the reductions are
 //                                butterflies of plain adds (block_sum).
-//   longer rows     bwd_stats_chunks (per 8192-element chunk: its state) → bwd_stats_finish
-//                   (per row: chunk states merged in chunk order, then the coefficients) →
+//   longer rows     bwd_rows_stream (v14, 16-byte rows whose 8192-column tiles are all resident
+//                   at once: up to 132 tiles on an H100): one pass, each row's tile states met
+//                   across blocks through release / acquire counters (see the kernel). Elsewhere
+//                   bwd_stats_chunks (per 8192-element chunk: its state) → bwd_stats_finish (per
+//                   row: chunk states merged in chunk order, then the coefficients) →
 //                   bwd_rows_coef (dx, column chunks × row groups): x and dy are read twice.
 // dw/db: each row group writes its (n) partial sums; bwd_grad_reduce adds the groups in index
 // order, or (v9, rows ≤ 8192 where each block's share is one column tile) the row kernel's own
 // blocks add them after a grid barrier, in a fixed tree. The groups depend only on the shape
-// and the device's SM count and occupancy, so repeated calls give identical bits (no atomics
-// anywhere).
+// and the device's SM count and occupancy, so repeated calls give identical bits (no atomics on
+// values anywhere; v14's counters only count).
 //
 // In place (dx == dy or dx == x) is safe: each element of dx is written by the thread that read
-// that element of x and dy, after it read them (the long-row stats kernels finish first).
+// that element of x and dy, after it read them (the long-row stats kernels finish first; v14
+// writes a row after its stage landed).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
