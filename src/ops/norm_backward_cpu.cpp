@@ -239,7 +239,7 @@ template <DType T, bool Split, bool Log, class RowAt>
 [[gnu::flatten]] void softmax_backward_rows(std::int64_t n, std::int64_t lo, std::int64_t hi, bool nt, RowStream* next,
                                             bool pipe, RowAt row_at) {
   using A = SoftmaxSums<T, Split, Log>;
-  double s[2];
+  double s[2] = {0.0, 0.0};  // written by row_sums before use (GCC 12 could not see it)
   if (pipe) next = nullptr;
   for (std::int64_t r = lo; r < hi; ++r) {
     const Row row = row_at(r);

@@ -325,7 +325,7 @@ void selective_state_update_cpu(const StateUpdateArgs& a) {
   const std::int64_t n = a.n, per_group = a.d / a.groups;
   const std::int64_t blocks_per_b = (a.d + kBlock - 1) / kBlock, blocks = a.batch * blocks_per_b;
   auto load1 = [&](const void* base, std::int64_t off) {
-    float v;
+    float v = 0.f;  // written by load_row (GCC 12 could not see it)
     load_row(a.dtype, at(base, a.dtype, off), &v, 1);
     return v;
   };
