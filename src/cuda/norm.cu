@@ -904,10 +904,9 @@ norm_rows_cluster(NormArgs a, std::int64_t slice, std::int64_t cached, bool pref
 // grid forms cache at most 104 KB of a slice and re-read the rest, the split path re-reads all
 // of x. A block publishes row i before it waits on row i − kFwdLag, so with every block
 // resident no wait closes a cycle; a ring slot is written for row i only after the row threads
-// folded it, by which time they finished row i − 1 − kFwdLag (kFwdRing > kFwdLag). Weight and
+// folded it, by which time they finished row i − 1 − kFwdLag (kStreamRing > kFwdLag). Weight and
 // bias sit in shared memory (the coefficient warps cap a thread at 96 registers).
-constexpr int kFwdStreamThreads = 512, kFwdStreamElems = 16, kFwdCoefWarps = 2, kFwdRing = 8;
-constexpr std::int64_t kFwdStreamTile = std::int64_t(kFwdStreamThreads) * kFwdStreamElems;
+constexpr int kFwdCoefWarps = 2;
 template <class T>
 inline constexpr int kFwdLead = sizeof(T) == 2 ? 2 : 1;
 template <class T>
@@ -917,24 +916,24 @@ inline constexpr int kFwdSlots = kFwdLead<T> + kFwdLag<T> + 1;
 // The stages, then the weight and bias tiles: bf16 128 KB, f32 192 KB.
 template <class T>
 constexpr std::size_t fwd_stream_smem() {
-  return std::size_t(kFwdSlots<T> + 2) * std::size_t(kFwdStreamTile) * sizeof(T);
+  return std::size_t(kFwdSlots<T> + 2) * std::size_t(kStreamTile) * sizeof(T);
 }
 
 template <class T, NormKind K, int S, int W, bool kStats>
-__global__ void __launch_bounds__(kFwdStreamThreads + 32 * kFwdCoefWarps, 1)
+__global__ void __launch_bounds__(kStreamThreads + 32 * kFwdCoefWarps, 1)
 norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int col_tiles,
                  std::int64_t tile_width, std::int64_t rows_per_group) {
   using St = Stats<K>;
   using State = typename St::State;
   using P = Pack<T, W>;
-  static_assert(S * W == kFwdStreamElems && W * sizeof(T) == 16);
-  constexpr int kLead = kFwdLead<T>, kLag = kFwdLag<T>, kSlots = kFwdSlots<T>, p = kFwdStreamThreads;
-  static_assert(kFwdRing > kLag);
+  static_assert(S * W == kStreamElems && W * sizeof(T) == 16);
+  constexpr int kLead = kFwdLead<T>, kLag = kFwdLag<T>, kSlots = kFwdSlots<T>, p = kStreamThreads;
+  static_assert(kStreamRing > kLag);
   extern __shared__ uint4 fwd_stream_words[];
   T* const stages = reinterpret_cast<T*>(fwd_stream_words);
   __shared__ State warp_states[2][32];
-  __shared__ Coef coef_ring[kFwdRing];
-  __shared__ int coef_row[kFwdRing];  // 1 + the group row whose Coef the slot holds
+  __shared__ Coef coef_ring[kStreamRing];
+  __shared__ int coef_row[kStreamRing];  // 1 + the group row whose Coef the slot holds
   const int t = threadIdx.x, lane = t & 31;
   const std::int64_t n = a.x.n, g = blockIdx.x / col_tiles;
   const int c = int(blockIdx.x % col_tiles);
@@ -942,27 +941,18 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
   const int rem = int(std::min<std::int64_t>(tile_width, n - c0)) - t * W;
   const std::int64_t r0 = g * rows_per_group, rows = std::min(a.x.rows, r0 + rows_per_group) - r0;
   const typename St::Monoid m;
-  if (t < kFwdRing) coef_row[t] = 0;
+  if (t < kStreamRing) coef_row[t] = 0;
   __syncthreads();
 
   if (t >= p) {  // coefficient warp w: rows w, w + kFwdCoefWarps, ...
     const int w = (t - p) >> 5;
-    constexpr int kBatch = 4;  // states a lane loads before it merges them (in order)
     for (std::int64_t j = w; j < rows; j += kFwdCoefWarps) {
       const std::int64_t r = r0 + j;
-      while (load_acquire(count + r) < col_tiles) {
+      while (ptx::ld_acquire_gpu(count + r) < col_tiles) {
       }
       const State* st = states + r * col_tiles;
-      State acc = m.identity();
-      for (int i0 = lane; i0 < col_tiles; i0 += 32 * kBatch) {
-        State e[kBatch];
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b)
-          e[b] = i0 + 32 * b < col_tiles ? load_state_l2(st + i0 + 32 * b) : m.identity();
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) acc = m.combine(acc, e[b]);
-      }
-      const Coef cf = St::coef(group_reduce(acc, 32, m), n, a.eps);
+      const Coef cf = St::coef(merge_in_order(col_tiles, lane, m, [&](int i) { return load_state_l2(st + i); }),
+                               n, a.eps);
       if (lane == 0) {
         if constexpr (kStats) {
           if (c == 0) {
@@ -970,14 +960,14 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
             if (K == NormKind::layer && a.mean) a.mean[r] = cf.b;
           }
         }
-        coef_ring[j % kFwdRing] = cf;
-        store_release_cta(coef_row + j % kFwdRing, int(j + 1));
+        coef_ring[j % kStreamRing] = cf;
+        ptx::st_release_cta(coef_row + j % kStreamRing, int(j + 1));
       }
     }
     return;
   }
 
-  T* const wtile = stages + std::int64_t(kSlots) * kFwdStreamTile + t * W;  // (S, p, W), then bias
+  T* const wtile = stages + std::int64_t(kSlots) * kStreamTile + t * W;  // (S, p, W), then bias
   if constexpr (K == NormKind::rms || K == NormKind::layer) {
     const T* w = a.weight ? static_cast<const T*>(a.weight) + c0 : nullptr;
     const T* b = a.bias ? static_cast<const T*>(a.bias) + c0 : nullptr;
@@ -987,19 +977,19 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
       float wv[W], bv[W];
       load_affine<T, K, W>(w, b, t * W + s * p * W, wv, bv);
       P::pack(wv).store(wtile + s * p * W);
-      if constexpr (K == NormKind::layer) P::pack(bv).store(wtile + kFwdStreamTile + s * p * W);
+      if constexpr (K == NormKind::layer) P::pack(bv).store(wtile + kStreamTile + s * p * W);
     }
   }
   const auto stage_row = [&](std::int64_t i) {  // group row i into its slot, one commit group
     const T* x = static_cast<const T*>(a.x.data) + (r0 + i) * a.x.row_stride + c0 + t * W;
-    T* sm = stages + (i % kSlots) * kFwdStreamTile + t * W;
+    T* sm = stages + (i % kSlots) * kStreamTile + t * W;
 #pragma unroll
     for (int s = 0; s < S; ++s)
       if (s * p * W < rem) cp_async16_cg(sm + s * p * W, x + s * p * W);
     cp_async_commit();
   };
   const auto read_row = [&](std::int64_t i, float (&v)[S][W], bool (&ok)[S]) {
-    const T* sm = stages + (i % kSlots) * kFwdStreamTile + t * W;
+    const T* sm = stages + (i % kSlots) * kStreamTile + t * W;
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       ok[s] = s * p * W < rem;
@@ -1024,17 +1014,17 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
       read_row(i, v, ok);
       State acc = group_reduce(St::template fold<kFastExp<T>>(v, ok), 32, m);
       if (lane == 0) warp_states[i & 1][t >> 5] = acc;
-      asm volatile("bar.sync 1, %0;" ::"r"(p) : "memory");
+      ptx::named_bar_sync(1, p);
       acc = group_reduce(lane < p / 32 ? warp_states[i & 1][lane] : m.identity(), 32, m);
       if (t == 0) {
         states[(r0 + i) * col_tiles + c] = acc;
-        add_release(count + r0 + i, 1);  // orders the state's store before it
+        ptx::red_add_release_gpu(count + r0 + i, 1);  // orders the state's store before it
       }
     }
     if (i >= kLag) {  // row j = i − kLag, once its Coef is in the ring
       const std::int64_t j = i - kLag;
-      const int slot = int(j % kFwdRing);
-      while (load_acquire_cta(coef_row + slot) != int(j + 1)) {
+      const int slot = int(j % kStreamRing);
+      while (ptx::ld_acquire_cta(coef_row + slot) != int(j + 1)) {
       }
       const Coef cf = coef_ring[slot];
       float v[S][W];
@@ -1048,7 +1038,7 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
 #pragma unroll
         for (int k = 0; k < W; ++k) wv[k] = 1.f, bv[k] = 0.f;
         if constexpr (K == NormKind::rms || K == NormKind::layer) P::load(wtile + s * p * W).unpack(wv);
-        if constexpr (K == NormKind::layer) P::load(wtile + kFwdStreamTile + s * p * W).unpack(bv);
+        if constexpr (K == NormKind::layer) P::load(wtile + kStreamTile + s * p * W).unpack(bv);
 #pragma unroll
         for (int k = 0; k < W; ++k) o[k] = rewrite<K, kFastExp<T>>(v[s][k], cf, wv[k], bv[k]);
         P::pack(o).store_streaming(y + s * p * W);
@@ -1512,10 +1502,10 @@ bool launch_grid_rows(const NormArgs& a, cudaStream_t stream, int device) {
 template <class T, NormKind K, int W, bool kStats>
 bool launch_stream_rows(const NormArgs& a, cudaStream_t stream, int device) {
   using State = typename Stats<K>::State;
-  constexpr int S = kFwdStreamElems / W;
+  constexpr int S = kStreamElems / W;
   const auto kernel = norm_rows_stream<T, K, S, W, kStats>;
   constexpr std::size_t smem = fwd_stream_smem<T>();
-  constexpr int threads = kFwdStreamThreads + 32 * kFwdCoefWarps;
+  constexpr int threads = kStreamThreads + 32 * kFwdCoefWarps;
   // Blocks per SM, set up and asked once per device (0: does not fit).
   static std::atomic<int> fits[64] = {};
   int per_sm = device < 64 ? fits[device].load(std::memory_order_relaxed) : 0;
@@ -1529,30 +1519,17 @@ bool launch_stream_rows(const NormArgs& a, cudaStream_t stream, int device) {
     if (device < 64) fits[device].store(per_sm > 0 ? per_sm : -1, std::memory_order_relaxed);
   }
   if (per_sm <= 0) return false;
-  const std::int64_t n = a.x.n, rows = a.x.rows;
-  const std::int64_t capacity = std::int64_t(per_sm) * parallel::cuda::sm_count(device, kWhere);
-  const std::int64_t col_tiles = ceil_div(n, kFwdStreamTile);
-  if (col_tiles > capacity) return false;
-  const std::int64_t tile_width = ceil_div(ceil_div(n, col_tiles), std::int64_t(W)) * W;
-  std::int64_t groups = std::min(rows, capacity / col_tiles);
-  const std::int64_t per_group = ceil_div(rows, groups);
-  groups = ceil_div(rows, per_group);
+  const std::int64_t rows = a.x.rows;
+  const StreamGrid sg =
+      stream_grid(rows, a.x.n, W, std::int64_t(per_sm) * parallel::cuda::sm_count(device, kWhere));
+  if (sg.col_tiles == 0) return false;
   const std::size_t count_bytes = std::size_t(ceil_div(rows * 4, std::int64_t(256)) * 256);
-  parallel::cuda::detail::Scratch ws(count_bytes + std::size_t(rows * col_tiles) * sizeof(State), stream, kWhere);
+  parallel::cuda::detail::Scratch ws(count_bytes + std::size_t(rows * sg.col_tiles) * sizeof(State), stream, kWhere);
   auto* count = static_cast<int*>(ws.get());
   auto* states = reinterpret_cast<State*>(static_cast<char*>(ws.get()) + count_bytes);
   check_cuda(cudaMemsetAsync(count, 0, std::size_t(rows) * sizeof(int), stream), kWhere);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeCooperative;  // the waits need every block resident
-  attr.val.cooperative = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(groups * col_tiles));
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, states, count, int(col_tiles), tile_width, per_group), kWhere);
+  launch_cooperative(kernel, sg.groups * sg.col_tiles, threads, smem, stream, kWhere, a, states, count,
+                     int(sg.col_tiles), sg.tile_width, sg.per_group);
   return true;
 }
 

@@ -287,7 +287,7 @@ __device__ __forceinline__ Sums<N> block_sum(Sums<N> s, Sums<N>* warp_sums, int 
   s = warp_sum(s);
   if (warps == 1) return s;
   if (lane == 0) warp_sums[warp] = s;
-  if (bar_threads) asm volatile("bar.sync 1, %0;" ::"r"(bar_threads) : "memory");
+  if (bar_threads) ptx::named_bar_sync(1, bar_threads);
   else __syncthreads();
   Sums<N> w;
 #pragma unroll
@@ -824,24 +824,14 @@ bwd_stats_chunks(NormBackwardArgs a, float* states, int chunks) {
 
 // The first N sums of a row's chunk states (5 floats each): lane l merges chunks l, l + 32, ...
 // in order, then the lanes combine in lane order.
-constexpr int kStateBatch = 4;  // chunk states a lane loads before it merges them (in order)
-
 template <int N>
 __device__ __forceinline__ Sums<N> chunk_sums(const float* st, int chunks, bool live, int lane) {
-  const SumsMonoid<N> m;
-  Sums<N> acc = m.identity();
-  for (int i0 = lane; live && i0 < chunks; i0 += 32 * kStateBatch) {
-    Sums<N> e[kStateBatch];
+  return merge_in_order(live ? chunks : 0, lane, SumsMonoid<N>{}, [&](int i) {
+    Sums<N> e;
 #pragma unroll
-    for (int b = 0; b < kStateBatch; ++b) {
-      const int i = i0 + 32 * b;
-#pragma unroll
-      for (int j = 0; j < N; ++j) e[b].v[j] = i < chunks ? __ldcg(st + 5 * i + j) : 0.f;
-    }
-#pragma unroll
-    for (int b = 0; b < kStateBatch; ++b) acc = m.combine(acc, e[b]);
-  }
-  return group_reduce(acc, 32, m);
+    for (int j = 0; j < N; ++j) e.v[j] = __ldcg(st + 5 * i + j);
+    return e;
+  });
 }
 
 // A row's Coef from its chunk states (5 floats each, written by other blocks: read through L2),
@@ -863,21 +853,10 @@ __device__ __forceinline__ Coef row_coef(const float* st, int chunks, bool live,
       c.b = c.a * c.a * c.a * tot.v[0] / float(n);
     }
   } else if constexpr (K == NormKind::layer) {
-    const LnMonoid m;
-    LnState acc = m.identity();
-    for (int i0 = lane; live && i0 < chunks; i0 += 32 * kStateBatch) {
-      LnState e[kStateBatch];
-#pragma unroll
-      for (int b = 0; b < kStateBatch; ++b) {
-        const int i = i0 + 32 * b;
-        e[b] = i < chunks ? LnState{__ldcg(st + 5 * i), __ldcg(st + 5 * i + 1), __ldcg(st + 5 * i + 2),
-                                    __ldcg(st + 5 * i + 3), __ldcg(st + 5 * i + 4)}
-                          : m.identity();
-      }
-#pragma unroll
-      for (int b = 0; b < kStateBatch; ++b) acc = m.combine(acc, e[b]);
-    }
-    const LnState tot = group_reduce(acc, 32, m);
+    const LnState tot = merge_in_order(live ? chunks : 0, lane, LnMonoid{}, [&](int i) {
+      return LnState{__ldcg(st + 5 * i), __ldcg(st + 5 * i + 1), __ldcg(st + 5 * i + 2),
+                     __ldcg(st + 5 * i + 3), __ldcg(st + 5 * i + 4)};
+    });
     c.a = 1.0f / sqrtf(tot.m2 / float(n) + eps);
     c.b = tot.mean;
     c.c = tot.sg / float(n);
@@ -991,12 +970,11 @@ bwd_rows_coef(NormBackwardArgs a, const Coef* coefs, float* part_w, float* part_
 // round trips a row) run beside the row threads' work. A block publishes row i before it waits on
 // row i − kStreamLag, so with every block resident no wait can close a cycle. A ring slot is
 // written for row i only after this block published row i, by which time every row thread has
-// finished row i − 1 − kStreamLag: kCoefRing > kStreamLag slots never overrun. count is zeroed
+// finished row i − 1 − kStreamLag: kStreamRing > kStreamLag slots never overrun. count is zeroed
 // before the launch (a memset node). dw/db: one row group writes them directly; more groups
 // write partial rows, added in group order by bwd_grad_reduce.
-constexpr int kStreamThreads = 512, kStreamElems = 16, kMaxCoefWarps = 4, kCoefRing = 8;
+constexpr int kMaxCoefWarps = 4;
 constexpr int kStreamBlock = kStreamThreads + 32 * kMaxCoefWarps;
-constexpr std::int64_t kStreamTile = std::int64_t(kStreamThreads) * kStreamElems;
 template <class T>
 inline constexpr int kStreamLead = sizeof(T) == 2 ? 2 : 1;
 template <class T>
@@ -1017,35 +995,35 @@ bwd_rows_stream(NormBackwardArgs a, float* states, int* count, float* part_w, fl
                 int col_tiles, std::int64_t tile_width, std::int64_t rows_per_group) {
   static_assert(S * W == kStreamElems && kPipelined<T, W>);
   constexpr int kLead = kStreamLead<T>, kLag = kStreamLag<T>, kSlots = kStreamSlots<T>;
-  static_assert(kCoefRing > kLag);
+  static_assert(kStreamRing > kLag);
   constexpr int p = kStreamThreads;
   extern __shared__ uint4 stream_words[];
   T* stages = reinterpret_cast<T*>(stream_words);
   __shared__ ChunkScratch scratch[2];
-  __shared__ Coef coef_ring[kCoefRing];
-  __shared__ int coef_row[kCoefRing];         // 1 + the group row whose Coef the slot holds
+  __shared__ Coef coef_ring[kStreamRing];
+  __shared__ int coef_row[kStreamRing];         // 1 + the group row whose Coef the slot holds
   const int t = threadIdx.x;
   const std::int64_t n = a.x.n, g = blockIdx.x / col_tiles;
   const int c = int(blockIdx.x % col_tiles);
   const std::int64_t c0 = c * tile_width;
   const int len = int(std::min<std::int64_t>(tile_width, n - c0)), rem = len - t * W;
   const std::int64_t r0 = g * rows_per_group, rows = std::min(a.x.rows, r0 + rows_per_group) - r0;
-  if (t < kCoefRing) coef_row[t] = 0;
+  if (t < kStreamRing) coef_row[t] = 0;
   __syncthreads();
 
   if (t >= kStreamThreads) {  // coefficient warp w of `warps`: rows w, w + warps, ...
     const int w = (t - kStreamThreads) >> 5, lane = t & 31, warps = (int(blockDim.x) - kStreamThreads) >> 5;
     for (std::int64_t j = w; j < rows; j += warps) {
       const std::int64_t r = r0 + j;
-      const int slot = int(j % kCoefRing);
-      while (load_acquire(count + r) < col_tiles) {
+      const int slot = int(j % kStreamRing);
+      while (ptx::ld_acquire_gpu(count + r) < col_tiles) {
       }
       const float mu = Saved && K == NormKind::layer ? __ldg(a.mean + r) : 0.f;
       const float rs = Saved ? __ldg(a.rstd + r) : 0.f;
       const Coef cf = row_coef<K, Saved>(states + 5 * r * col_tiles, col_tiles, true, lane, n, a.eps, mu, rs);
       if (lane == 0) {
         coef_ring[slot] = cf;
-        store_release_cta(coef_row + slot, int(j + 1));
+        ptx::st_release_cta(coef_row + slot, int(j + 1));
       }
     }
     return;
@@ -1110,14 +1088,14 @@ bwd_rows_stream(NormBackwardArgs a, float* states, int* count, float* part_w, fl
       const std::int64_t r = r0 + i;
       chunk_state<K, S, W, Saved>(xv, dv, wv, ok, len, mean_ahead[0], scratch[i & 1],
                                   states + 5 * (r * col_tiles + c), kStreamThreads);
-      if (t == 0) add_release(count + r, 1);  // orders thread 0's state stores before it
+      if (t == 0) ptx::red_add_release_gpu(count + r, 1);  // orders thread 0's state stores before it
     }
 #pragma unroll
     for (int q = 0; q < kLead; ++q) mean_ahead[q] = mean_ahead[q + 1];
     if (i >= kLag) {  // row j = i − kLag, once its Coef is in the ring
       const std::int64_t j = i - kLag, r = r0 + j;
-      const int slot = int(j % kCoefRing);
-      while (load_acquire_cta(coef_row + slot) != int(j + 1)) {
+      const int slot = int(j % kStreamRing);
+      while (ptx::ld_acquire_cta(coef_row + slot) != int(j + 1)) {
       }
       const Coef cf = coef_ring[slot];
       float xv[S][W], dv[S][W], wv[S][W];
@@ -1410,18 +1388,14 @@ bool launch_stream(const NormBackwardArgs& a, cudaStream_t stream, int device, i
     configured.fetch_or(bit, std::memory_order_release);
   }
   const std::int64_t n = a.x.n, rows = a.x.rows;
-  const std::int64_t capacity =
-      std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), kStreamBlock, smem, device)) * sms;
-  const std::int64_t col_tiles = ceil_div(n, kStreamTile);
-  if (col_tiles > capacity) return false;
-  const std::int64_t tile_width = ceil_div(ceil_div(n, col_tiles), std::int64_t(W)) * W;
-  std::int64_t groups = std::min(rows, capacity / col_tiles);
-  const std::int64_t per_group = ceil_div(rows, groups);
-  groups = ceil_div(rows, per_group);
+  const StreamGrid sg = stream_grid(
+      rows, n, W, std::int64_t(blocks_per_sm(reinterpret_cast<const void*>(kernel), kStreamBlock, smem, device)) * sms);
+  if (sg.col_tiles == 0) return false;
+  const std::int64_t groups = sg.groups;
   const bool grads = kHasGrads<K> && (a.dweight || a.dbias);
   const std::int64_t ngrads = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
   const std::size_t count_bytes = std::size_t(ceil_div(rows * 4, std::int64_t(256)) * 256);
-  const std::size_t state_bytes = std::size_t(ceil_div(rows * col_tiles * 5 * 4, std::int64_t(256)) * 256);
+  const std::size_t state_bytes = std::size_t(ceil_div(rows * sg.col_tiles * 5 * 4, std::int64_t(256)) * 256);
   const std::size_t part_bytes = grads && groups > 1 ? std::size_t(groups * n * ngrads) * sizeof(float) : 0;
   Workspace ws(count_bytes + state_bytes + part_bytes, stream, kWhere);
   char* const scratch = static_cast<char*>(ws.get());
@@ -1431,19 +1405,9 @@ bool launch_stream(const NormBackwardArgs& a, cudaStream_t stream, int device, i
   float* part_w = part && a.dweight ? part : nullptr;
   float* part_b = part && a.dbias ? part + (a.dweight ? groups * n : 0) : nullptr;
   check_cuda(cudaMemsetAsync(count, 0, std::size_t(rows) * sizeof(int), stream), kWhere);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(groups * col_tiles));
-  cfg.blockDim = dim3(unsigned(kStreamThreads + 32 * stream_coef_warps_from_env()));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;  // the waits need every block resident
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, states, count, part_w, part_b, int(col_tiles),
-                                tile_width, per_group),
-             kWhere);
+  launch_cooperative(kernel, groups * sg.col_tiles, kStreamThreads + 32 * stream_coef_warps_from_env(), smem,
+                     stream, kWhere, a, states, count, part_w, part_b, int(sg.col_tiles), sg.tile_width,
+                     sg.per_group);
   if (part) reduce_grads<T>(a, part_w, part_b, groups, stream);
   return true;
 }

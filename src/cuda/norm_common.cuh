@@ -7,11 +7,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "pack.cuh"
+#include "ptx_sync.cuh"
 #include "sixfold/parallel/cuda.cuh"
 
 namespace sixfold::detail {
@@ -93,26 +95,30 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// A row's counter of published tile states (global, GPU scope) and a block's ring flags (shared,
-// CTA scope): release on the writer's side orders its earlier stores before the flag, acquire on
-// the reader's orders its later loads after it.
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void add_release(int* p, int v) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int load_acquire_cta(const int* p) {
-  int v;
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release_cta(int* p, int v) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+// The streamed long-row kernels (norm.cu's norm_rows_stream, norm_backward.cu's
+// bwd_rows_stream): 512 row threads of 16 elements (an 8192-column tile) a block, and a ring of
+// kStreamRing row coefficients between their coefficient warps and the row threads. The flags
+// are ptx::ld_acquire_gpu / red_add_release_gpu (a row's counter of published tile states) and
+// ptx::ld_acquire_cta / st_release_cta (the ring).
+constexpr int kStreamThreads = 512, kStreamElems = 16, kStreamRing = 8;
+constexpr std::int64_t kStreamTile = std::int64_t(kStreamThreads) * kStreamElems;
+
+// Merges `count` values in a fixed order — lane l takes l, l + 32, ... (kMergeBatch loads in
+// flight), then the lanes combine in lane order (group_reduce) — so every lane, and every block
+// merging the same values, gets the same bits. load(i): value i (written by other blocks: read
+// it through L2).
+constexpr int kMergeBatch = 4;
+template <class M, class Load>
+__device__ __forceinline__ typename M::value_type merge_in_order(int count, int lane, M m, Load load) {
+  typename M::value_type acc = m.identity();
+  for (int i0 = lane; i0 < count; i0 += 32 * kMergeBatch) {
+    typename M::value_type e[kMergeBatch];
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b) e[b] = i0 + 32 * b < count ? load(i0 + 32 * b) : m.identity();
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b) acc = m.combine(acc, e[b]);
+  }
+  return group_reduce(acc, 32, m);
 }
 
 // ---- Host helpers ----------------------------------------------------------------------------
@@ -124,6 +130,40 @@ constexpr std::int64_t kMaxGrid = 0x7fffffff;  // gridDim.x limit
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
+
+// Launch shape of a streamed long-row kernel: col_tiles balanced tiles of tile_width ≤ kStreamTile
+// columns (a multiple of w), the rows in `groups` groups of per_group (the last may be shorter),
+// groups · col_tiles ≤ capacity blocks; col_tiles = 0 where one row's tiles exceed capacity.
+struct StreamGrid {
+  std::int64_t col_tiles = 0, tile_width = 0, groups = 0, per_group = 0;
+};
+inline StreamGrid stream_grid(std::int64_t rows, std::int64_t n, std::int64_t w, std::int64_t capacity) {
+  StreamGrid g;
+  const std::int64_t tiles = ceil_div(n, kStreamTile);
+  if (tiles > capacity) return g;
+  g.col_tiles = tiles;
+  g.tile_width = ceil_div(ceil_div(n, tiles), w) * w;
+  g.per_group = ceil_div(rows, std::min(rows, capacity / tiles));
+  g.groups = ceil_div(rows, g.per_group);
+  return g;
+}
+
+// A cooperative launch (every block resident at once, or the launch fails).
+template <class... Params, class... Args>
+void launch_cooperative(void (*kernel)(Params...), std::int64_t blocks, int threads, std::size_t smem,
+                        cudaStream_t stream, const char* where, Args... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(blocks));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, args...), where);
+}
 
 }  // namespace
 }  // namespace sixfold::detail

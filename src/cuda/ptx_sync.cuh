@@ -1,7 +1,8 @@
 // src/cuda/ptx_sync.cuh — PTX wrappers for Hopper's asynchronous copies and their
 // synchronization: shared-memory addresses, transaction-counting mbarriers, 1-D bulk copies
-// (cp.async.bulk), named barriers and the generic→async proxy fence. Used by the attention
-// kernels (attention_common.cuh), the bulk scan (scan_bulk.cu) and dev/topk/read_bw.cu.
+// (cp.async.bulk), named barriers, acquire / release flags and the generic→async proxy fence.
+// Used by the attention kernels (attention_common.cuh), the bulk scan (scan_bulk.cu), the
+// streamed norm kernels (norm_common.cuh) and dev/topk/read_bw.cu.
 // Include from .cu files only.
 #pragma once
 
@@ -57,6 +58,26 @@ __device__ __forceinline__ void bulk_store(void* dst, std::uint32_t src, std::ui
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
                : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Flags between blocks (a global counter, GPU scope) and between warps of a block (shared, CTA
+// scope): release on the writer's side orders its earlier stores before the flag, acquire on the
+// reader's orders its later loads after it.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_add_release_gpu(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_acquire_cta(const int* p) {
+  int v;
+  asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(smem_u32(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_cta(int* p, int v) {
+  asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(p)), "r"(v) : "memory");
 }
 
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
