@@ -133,6 +133,59 @@ template <class A>
   return pa.terms(s, next);
 }
 
+// dw / db of a run of consecutive rows of one row group, added into the group's partial rows
+// after pass C has written the run's dx: column chunk by column chunk, each partial element
+// loaded and stored once for the run, the run's rows read again from cache (kRunBytes of x and
+// dy). Adding them in pass C loaded and stored the partials once a row: the sum's adds are
+// cheap, those loads and stores were not (AVX2 host, bf16, % of copy, rms / layer backward at
+// 16384×8192: 60 / 47 with dw / db in pass C, 80 / 76 with no gradients at all). Each element
+// still adds the rows in order, dy·((x − mf)·rs) and dy as pass C formed them, so the partials
+// hold the same sums a row at a time would. Sweeping a run chunk by chunk beside pass C of the
+// next run, to fill the cycles pass C waits on memory, was slower than sweeping it after
+// (docs/perf/norm.md, session 32).
+constexpr std::int64_t kRunBytes = 256 << 10;
+constexpr int kRunMax = 16;
+// Rows a run takes: as many as fit kRunBytes of x and dy, at most kRunMax; 0 (dw / db in pass C)
+// where fewer than 4 fit.
+template <DType T>
+int run_rows(std::int64_t n) {
+  const std::int64_t r = kRunBytes / std::max<std::int64_t>(1, 2 * n * kElemBytes<T>);
+  return r < 4 ? 0 : int(std::min<std::int64_t>(r, kRunMax));
+}
+
+template <DType T, bool Layer, bool Dw, bool Db, bool Split>
+struct RunGrads {
+  Row rows[kRunMax];
+  float mf[kRunMax], rs[kRunMax];
+  int held = 0;
+
+  void add(const Row& row, const RowTerms& t) { rows[held] = row, mf[held] = t.mf, rs[held] = t.rs, ++held; }
+  // The run's dw / db into the partial rows dw / db (n columns, pair order); the run is emptied.
+  [[gnu::flatten]] void sum_into(float* dw, float* db, std::int64_t n) {
+    const auto chunk = [&](std::int64_t i, int m) {
+      vf16 dwv[2] = {}, dbv[2] = {};
+      if constexpr (Dw) ld_chunk<DType::f32>(dw, i, m, dwv);
+      if constexpr (Db) ld_chunk<DType::f32>(db, i, m, dbv);
+      for (int j = 0; j < held; ++j) {
+        vf16 xv[2], dv[2];
+        ld_chunk<T, Split>(rows[j].x, i, m, xv), ld_chunk<T, Split>(rows[j].dy, i, m, dv);
+        for (int h = 0; h < chunk_vectors(m); ++h) {
+          if constexpr (Db) dbv[h] = dbv[h] + dv[h];
+          vf16 xc = xv[h];
+          if constexpr (Layer) xc -= mf[j];
+          if constexpr (Dw) dwv[h] = dwv[h] + dv[h] * (xc * rs[j]);
+        }
+      }
+      if constexpr (Dw) st_chunk(dw, i, m, dwv);
+      if constexpr (Db) st_chunk(db, i, m, dbv);
+    };
+    std::int64_t i = 0;
+    for (; i + 32 <= n; i += 32) chunk(i, 32);
+    for (; i < n; i += 16) chunk(i, int(std::min<std::int64_t>(16, n - i)));
+    held = 0;
+  }
+};
+
 // Pass C of one rms / layer row: dx = rs·(g − mean_g − (x − mf)·k), dw += dy·(x − mf)·rs,
 // db += dy into the row group's partials. HasNext: beside it, pass A of the next row (pa), whose
 // terms are returned (write_row_beside: the next row's reads from memory overlap this row's
@@ -193,6 +246,10 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   using A = PassA<T, Wt, Split, Layer, Saved>;
   const std::int64_t n = a.x.n;
   if (pipe) next = nullptr;
+  // 0: dw / db in pass C (also where dx is written over x or dy, which a run reads after it)
+  const bool in_place = a.dx.data == a.x.data || a.dx.data == a.dy.data;
+  const int R = (Dw || Db) && !in_place ? run_rows<T>(n) : 0;
+  RunGrads<T, Layer, Dw, Db, Split> run;
   RowTerms t;
   for (std::int64_t r = lo; r < hi; ++r) {
     const std::int64_t gi = r / per_group;
@@ -205,10 +262,18 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
     const Row row = row_at(r);
     const A here(a, row, w);
     if (!pipe || r == lo) t = row_terms(here, next);
-    if (pipe && r + 1 < hi)
+    if (R) {
+      run.add(row, t);
+      if (pipe && r + 1 < hi)
+        t = backward_write<T, Wt, Layer, false, false, Split, true>(row, t, w, dw, db, n, nt, next, A(a, row_at(r + 1), w));
+      else
+        backward_write<T, Wt, Layer, false, false, Split, false>(row, t, w, dw, db, n, nt, next, here);
+      if (run.held == R || r + 1 == hi || (r + 1) % per_group == 0) run.sum_into(dw, db, n);
+    } else if (pipe && r + 1 < hi) {
       t = backward_write<T, Wt, Layer, Dw, Db, Split, true>(row, t, w, dw, db, n, nt, next, A(a, row_at(r + 1), w));
-    else
+    } else {
       backward_write<T, Wt, Layer, Dw, Db, Split, false>(row, t, w, dw, db, n, nt, next, here);
+    }
   }
 }
 
