@@ -932,13 +932,15 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
   extern __shared__ uint4 fwd_stream_words[];
   T* const stages = reinterpret_cast<T*>(fwd_stream_words);
   __shared__ State warp_states[2][32];
+  __shared__ float sum_slots[2][2][32];  // layer: the two block Sums of a row (by row parity)
   __shared__ Coef coef_ring[kStreamRing];
   __shared__ int coef_row[kStreamRing];  // 1 + the group row whose Coef the slot holds
   const int t = threadIdx.x, lane = t & 31;
   const std::int64_t n = a.x.n, g = blockIdx.x / col_tiles;
   const int c = int(blockIdx.x % col_tiles);
   const std::int64_t c0 = c * tile_width;
-  const int rem = int(std::min<std::int64_t>(tile_width, n - c0)) - t * W;
+  const int tile_count = int(std::min<std::int64_t>(tile_width, n - c0));  // the tile's columns
+  const int rem = tile_count - t * W;
   const std::int64_t r0 = g * rows_per_group, rows = std::min(a.x.rows, r0 + rows_per_group) - r0;
   const typename St::Monoid m;
   if (t < kStreamRing) coef_row[t] = 0;
@@ -1012,10 +1014,25 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
       float v[S][W];
       bool ok[S];
       read_row(i, v, ok);
-      State acc = group_reduce(St::template fold<kFastExp<T>>(v, ok), 32, m);
-      if (lane == 0) warp_states[i & 1][t >> 5] = acc;
-      ptx::named_bar_sync(1, p);
-      acc = group_reduce(lane < p / 32 ? warp_states[i & 1][lane] : m.identity(), 32, m);
+      State acc;
+      if constexpr (K == NormKind::layer) {
+        // The tile's mean, then M2 about it, each a block Sum (plain adds): Welford's merge in the
+        // tree cost a division and three shuffles a level.
+        const algebra::Sum<float> sum;
+        const auto block_sum_of = [&](float x, float (&slots)[2][32]) {
+          x = group_reduce(x, 32, sum);
+          if (lane == 0) slots[i & 1][t >> 5] = x;
+          ptx::named_bar_sync(1, p);
+          return group_reduce(lane < p / 32 ? slots[i & 1][lane] : 0.f, 32, sum);
+        };
+        const float mean = block_sum_of(tile_sum(v, ok), sum_slots[0]) / float(tile_count);
+        acc = {tile_count, mean, block_sum_of(tile_sq_dev(v, ok, mean), sum_slots[1])};
+      } else {
+        acc = group_reduce(St::template fold<kFastExp<T>>(v, ok), 32, m);
+        if (lane == 0) warp_states[i & 1][t >> 5] = acc;
+        ptx::named_bar_sync(1, p);
+        acc = group_reduce(lane < p / 32 ? warp_states[i & 1][lane] : m.identity(), 32, m);
+      }
       if (t == 0) {
         states[(r0 + i) * col_tiles + c] = acc;
         ptx::red_add_release_gpu(count + r0 + i, 1);  // orders the state's store before it
@@ -1650,7 +1667,7 @@ void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   // exp in every merge of the block reduction) put more latency on each row than the 1.4 µs its
   // bytes take, so they keep the cluster / grid kernels; "streamall" forces fv15 on them (tests).
   if constexpr (!kAdd && W * sizeof(T) == 16)
-    if ((K == NormKind::rms || fwd_dev_flag("streamall")) && !fwd_dev_flag("nostream") &&
+    if ((K == NormKind::rms || K == NormKind::layer || fwd_dev_flag("streamall")) && !fwd_dev_flag("nostream") &&
         !fwd_dev_flag("split") && !fwd_dev_flag("gridall") && launch_stream_rows<T, K, W, kStats>(a, stream, device))
       return;
   const bool split = long_rows_split<T, K, kAdd>(a.x.n);
