@@ -21,7 +21,7 @@
 //                                   g = 32: a kernel with the width a constant, one row a block
 //   norm_rows_block    n ≤ 1024·K   one block of 32..1024 threads per row, one __syncthreads
 //                                   per reduction
-//   norm_rows_stream   longer RMSNorm rows (16-byte packs, no residual add) whose 8192-column
+//   norm_rows_stream   longer RMSNorm / LayerNorm rows (16-byte packs, no residual add) whose 8192-column
 //                                   tiles are all resident at once: one pass, x read once, the
 //                                   tiles' states met through release / acquire counters (fv15)
 //   norm_split_*       rows of ≥ 16 slices (bf16: 1M elements) of rms and the fused adds, and
@@ -162,6 +162,12 @@ template <> struct Stats<NormKind::layer> {
   __device__ __forceinline__ static Coef coef(State row, std::int64_t n, float eps) {
     return {1.0f / sqrtf(row.m2 / float(n) + eps), row.mean};
   }
+};
+
+// fmaxf as a monoid (NaN loses to a number; a softmax row's NaN reaches l through its exp).
+struct FMax {
+  using value_type = float;
+  __device__ __forceinline__ float combine(float a, float b) const { return fmaxf(a, b); }
 };
 
 // softmax and log_softmax. A tile's state is (its max m_t, Σ exp(x − m_t)); a tile of only −inf
@@ -932,7 +938,7 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
   extern __shared__ uint4 fwd_stream_words[];
   T* const stages = reinterpret_cast<T*>(fwd_stream_words);
   __shared__ State warp_states[2][32];
-  __shared__ float sum_slots[2][2][32];  // layer: the two block Sums of a row (by row parity)
+  __shared__ float sum_slots[2][2][32];  // the two block reductions of a row (by row parity)
   __shared__ Coef coef_ring[kStreamRing];
   __shared__ int coef_row[kStreamRing];  // 1 + the group row whose Coef the slot holds
   const int t = threadIdx.x, lane = t & 31;
@@ -1015,18 +1021,39 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
       bool ok[S];
       read_row(i, v, ok);
       State acc;
+      // The block's whole tile reduced with a float monoid (named barrier 1, slots by row parity).
+      const auto block_all_of = [&](float x, float (&slots)[2][32], auto op, float identity) {
+        x = group_reduce(x, 32, op);
+        if (lane == 0) slots[i & 1][t >> 5] = x;
+        ptx::named_bar_sync(1, p);
+        return group_reduce(lane < p / 32 ? slots[i & 1][lane] : identity, 32, op);
+      };
       if constexpr (K == NormKind::layer) {
         // The tile's mean, then M2 about it, each a block Sum (plain adds): Welford's merge in the
         // tree cost a division and three shuffles a level.
         const algebra::Sum<float> sum;
-        const auto block_sum_of = [&](float x, float (&slots)[2][32]) {
-          x = group_reduce(x, 32, sum);
-          if (lane == 0) slots[i & 1][t >> 5] = x;
-          ptx::named_bar_sync(1, p);
-          return group_reduce(lane < p / 32 ? slots[i & 1][lane] : 0.f, 32, sum);
-        };
-        const float mean = block_sum_of(tile_sum(v, ok), sum_slots[0]) / float(tile_count);
-        acc = {tile_count, mean, block_sum_of(tile_sq_dev(v, ok, mean), sum_slots[1])};
+        const float mean = block_all_of(tile_sum(v, ok), sum_slots[0], sum, 0.f) / float(tile_count);
+        acc = {tile_count, mean, block_all_of(tile_sq_dev(v, ok, mean), sum_slots[1], sum, 0.f)};
+      } else if constexpr (K == NormKind::softmax || K == NormKind::log_softmax) {
+        // The tile's max, then Σ exp(x − max), each a block reduction of plain floats: the
+        // LogSumExp tree cost an exp and three shuffles a level. A tile of only −inf: (−inf, 0).
+        constexpr float kInf = algebra::math::infinity<float>();
+        float mx = -kInf;
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          if (ok[s])
+#pragma unroll
+            for (int k = 0; k < W; ++k) mx = fmaxf(mx, v[s][k]);
+        mx = block_all_of(mx, sum_slots[0], FMax{}, -kInf);
+        const float shift = mx == -kInf ? 0.f : mx;
+        float l = 0.f;
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          if (ok[s])
+#pragma unroll
+            for (int k = 0; k < W; ++k)  // NaN inputs make l NaN: they propagate
+              l += kFastExp<T> ? ex2((v[s][k] - shift) * kLog2e) : expf(v[s][k] - shift);
+        acc = {mx, block_all_of(l, sum_slots[1], algebra::Sum<float>{}, 0.f)};
       } else {
         acc = group_reduce(St::template fold<kFastExp<T>>(v, ok), 32, m);
         if (lane == 0) warp_states[i & 1][t >> 5] = acc;
@@ -1659,13 +1686,14 @@ void launch_rows(const NormArgs& a, cudaStream_t stream, int device) {
   // 58.3-58.9 (50.7-52.8) against 59.6-60.0 (53.5-54.4). The fused adds keep the split path
   // (through the grid form: add_layer 66.0 -> 64.0-64.5, add_rms 74 -> 59). Dev flags: "nogrid" —
   // the split path there too; "gridall" — the grid form for every long row without the add (tests).
-  // RMSNorm's rows in one streamed pass (fv15) unless a dev flag asks for another path:
-  // "nostream", or "split" / "gridall" (which the tests use to reach those kernels). H100, bf16,
-  // same process, two rounds, ms in graph replay, cluster / grid path → fv15, 256x262144 and
-  // 32x1048576: rms 0.117 → 0.114 and 0.068 → 0.063; layer 0.139 → 0.205 and 0.082 → 0.108,
-  // softmax 0.111 → 0.179 and 0.069 → 0.093 — their folds (Welford, LogSumExp: a division or an
-  // exp in every merge of the block reduction) put more latency on each row than the 1.4 µs its
-  // bytes take, so they keep the cluster / grid kernels; "streamall" forces fv15 on them (tests).
+  // RMSNorm's and LayerNorm's rows in one streamed pass (fv15) unless a dev flag asks for another
+  // path: "nostream", or "split" / "gridall" (which the tests use to reach those kernels). H100,
+  // bf16, same process, two rounds, ms in graph replay, cluster / grid path → fv15, 256x262144
+  // and 32x1048576: rms 0.117 → 0.114 and 0.068 → 0.063; layer 0.139 → 0.205 and 0.082 → 0.108
+  // with a Welford tree in the block (a division every merge), 0.140 → 0.130 and 0.082 → 0.072
+  // with two block Sums (session 32). softmax: 0.111 → 0.179 and 0.069 → 0.093 with a LogSumExp
+  // tree, → 0.143 and 0.076 with a block max and a block Sum: it keeps the cluster / grid
+  // kernels; "streamall" forces fv15 on it (tests).
   if constexpr (!kAdd && W * sizeof(T) == 16)
     if ((K == NormKind::rms || K == NormKind::layer || fwd_dev_flag("streamall")) && !fwd_dev_flag("nostream") &&
         !fwd_dev_flag("split") && !fwd_dev_flag("gridall") && launch_stream_rows<T, K, W, kStats>(a, stream, device))
