@@ -5,7 +5,9 @@
 //   rms/layer:  x̂ = (x − μ)·r,  g = dy·w,  dx = r·(g − mean(g) − x̂·mean(g·x̂))   (μ = 0 for rms)
 //               dw = Σ_rows dy·x̂,  db = Σ_rows dy
 //     pass A (memory): Σx, Σg (layer) or Σx², Σg·x (rms);  pass B (cache, layer): Σ(x − μ)²,
-//     Σg·(x − μ);  pass C (cache): dx, and dw/db accumulated into the row group's partials.
+//     Σg·(x − μ);  pass C (cache): dx;  dw/db: each run of up to 16 rows added into the row
+//     group's partials after its pass C, column chunk by column chunk (RunGrads; in pass C,
+//     row by row, for in-place calls and rows too long for a run).
 //     With the forward's saved statistics (a.mean / a.rstd): pass A alone gives Σg (layer) and
 //     Σg·(x − μ) (Σg·x for rms) about the saved μ, then pass C — no statistics of x.
 //     A thread's rows are pipelined: pass C of a row runs beside pass A of the next
@@ -138,7 +140,8 @@ template <class A>
 // loaded and stored once for the run, the run's rows read again from cache (kRunBytes of x and
 // dy). Adding them in pass C loaded and stored the partials once a row: the sum's adds are
 // cheap, those loads and stores were not (AVX2 host, bf16, % of copy, rms / layer backward at
-// 16384×8192: 60 / 47 with dw / db in pass C, 80 / 76 with no gradients at all). Each element
+// 16384×8192: 60 / 47 with dw / db in pass C, 77 / 78 with no gradients at all; 67 / 53 by
+// runs). Each element
 // still adds the rows in order, dy·((x − mf)·rs) and dy as pass C formed them, so the partials
 // hold the same sums a row at a time would. Sweeping a run chunk by chunk beside pass C of the
 // next run, to fill the cycles pass C waits on memory, was slower than sweeping it after
@@ -239,7 +242,8 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
 // (dev box, bf16 16384×8192 rms without dw: 61 → 75% of copy without it; the two-pass form
 // with it: 65%). Otherwise each row's passes run one after the other, the RowStream ahead.
 // Row r's dw / db go to its group's partial rows (per_group rows a group), zeroed at the
-// group's first row here.
+// group's first row here: added a run of R rows at a time after the run's pass C (RunGrads),
+// or with R = 0 in pass C row by row.
 template <DType T, DType Wt, bool Split, bool Layer, bool Saved, bool Dw, bool Db, class RowAt>
 void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* pdb, std::int64_t lo,
                    std::int64_t hi, std::int64_t per_group, bool nt, bool pipe, RowStream* next, RowAt row_at) {
