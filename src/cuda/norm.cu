@@ -178,15 +178,25 @@ struct StatsLogSumExp {
   using State = algebra::LogSumExpState<float>;
   template <bool kFast, int S, int W>
   __device__ __forceinline__ static State fold(float (&v)[S][W], const bool (&ok)[S]) {
-    constexpr float kInf = algebra::math::infinity<float>();
-    float mx = -kInf;
+    const float mx = tile_max(v, ok);
+    return {mx, tile_exp_sum<kFast>(v, ok, mx)};
+  }
+  // The tile's max (−inf for a tile of only −inf or of no elements).
+  template <int S, int W>
+  __device__ __forceinline__ static float tile_max(const float (&v)[S][W], const bool (&ok)[S]) {
+    float mx = -algebra::math::infinity<float>();
 #pragma unroll
     for (int s = 0; s < S; ++s)
       if (ok[s]) {
 #pragma unroll
         for (int k = 0; k < W; ++k) mx = fmaxf(mx, v[s][k]);
       }
-    const float shift = mx == -kInf ? 0.f : mx;
+    return mx;
+  }
+  // Σ exp(x − mx) over the tile, mx ≥ every element (0 shift for mx = −inf).
+  template <bool kFast, int S, int W>
+  __device__ __forceinline__ static float tile_exp_sum(const float (&v)[S][W], const bool (&ok)[S], float mx) {
+    const float shift = mx == -algebra::math::infinity<float>() ? 0.f : mx;
     float part[S];
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -202,7 +212,7 @@ struct StatsLogSumExp {
     float l = 0.f;
 #pragma unroll
     for (int s = 0; s < S; ++s) l += part[s];
-    return {mx, l};
+    return l;
   }
 };
 
@@ -937,8 +947,7 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
   static_assert(kStreamRing > kLag);
   extern __shared__ uint4 fwd_stream_words[];
   T* const stages = reinterpret_cast<T*>(fwd_stream_words);
-  __shared__ State warp_states[2][32];
-  __shared__ float sum_slots[2][2][32];  // the two block reductions of a row (by row parity)
+  __shared__ float block_slots[2][2][32];  // a row's (up to) two block reductions, by row parity
   __shared__ Coef coef_ring[kStreamRing];
   __shared__ int coef_row[kStreamRing];  // 1 + the group row whose Coef the slot holds
   const int t = threadIdx.x, lane = t & 31;
@@ -1020,45 +1029,26 @@ norm_rows_stream(NormArgs a, typename Stats<K>::State* states, int* count, int c
       float v[S][W];
       bool ok[S];
       read_row(i, v, ok);
-      State acc;
-      // The block's whole tile reduced with a float monoid (named barrier 1, slots by row parity).
+      // The block's whole tile reduced with a float monoid (named barrier 1, slots by row parity):
+      // LayerNorm and softmax as two such reductions each, where a Welford or LogSumExp tree
+      // took a division or an exp and three shuffles a level.
       const auto block_all_of = [&](float x, float (&slots)[2][32], auto op, float identity) {
         x = group_reduce(x, 32, op);
         if (lane == 0) slots[i & 1][t >> 5] = x;
         ptx::named_bar_sync(1, p);
         return group_reduce(lane < p / 32 ? slots[i & 1][lane] : identity, 32, op);
       };
-      if constexpr (K == NormKind::layer) {
-        // The tile's mean, then M2 about it, each a block Sum (plain adds): Welford's merge in the
-        // tree cost a division and three shuffles a level.
-        const algebra::Sum<float> sum;
-        const float mean = block_all_of(tile_sum(v, ok), sum_slots[0], sum, 0.f) / float(tile_count);
-        acc = {tile_count, mean, block_all_of(tile_sq_dev(v, ok, mean), sum_slots[1], sum, 0.f)};
+      const algebra::Sum<float> sum;
+      State acc;
+      if constexpr (K == NormKind::layer) {  // the tile's mean, then M2 about it
+        const float mean = block_all_of(tile_sum(v, ok), block_slots[0], sum, 0.f) / float(tile_count);
+        acc = {tile_count, mean, block_all_of(tile_sq_dev(v, ok, mean), block_slots[1], sum, 0.f)};
       } else if constexpr (K == NormKind::softmax || K == NormKind::log_softmax) {
-        // The tile's max, then Σ exp(x − max), each a block reduction of plain floats: the
-        // LogSumExp tree cost an exp and three shuffles a level. A tile of only −inf: (−inf, 0).
-        constexpr float kInf = algebra::math::infinity<float>();
-        float mx = -kInf;
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          if (ok[s])
-#pragma unroll
-            for (int k = 0; k < W; ++k) mx = fmaxf(mx, v[s][k]);
-        mx = block_all_of(mx, sum_slots[0], FMax{}, -kInf);
-        const float shift = mx == -kInf ? 0.f : mx;
-        float l = 0.f;
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          if (ok[s])
-#pragma unroll
-            for (int k = 0; k < W; ++k)  // NaN inputs make l NaN: they propagate
-              l += kFastExp<T> ? ex2((v[s][k] - shift) * kLog2e) : expf(v[s][k] - shift);
-        acc = {mx, block_all_of(l, sum_slots[1], algebra::Sum<float>{}, 0.f)};
-      } else {
-        acc = group_reduce(St::template fold<kFastExp<T>>(v, ok), 32, m);
-        if (lane == 0) warp_states[i & 1][t >> 5] = acc;
-        ptx::named_bar_sync(1, p);
-        acc = group_reduce(lane < p / 32 ? warp_states[i & 1][lane] : m.identity(), 32, m);
+        // The tile's max, then Σ exp(x − max). A tile of only −inf: (−inf, 0).
+        const float mx = block_all_of(St::tile_max(v, ok), block_slots[0], FMax{}, -algebra::math::infinity<float>());
+        acc = {mx, block_all_of(St::template tile_exp_sum<kFastExp<T>>(v, ok, mx), block_slots[1], sum, 0.f)};
+      } else {  // rms: the Sum of squares
+        acc = block_all_of(St::template fold<kFastExp<T>>(v, ok), block_slots[0], m, m.identity());
       }
       if (t == 0) {
         states[(r0 + i) * col_tiles + c] = acc;
