@@ -135,6 +135,14 @@ template <class A>
   return pa.terms(s, next);
 }
 
+// One vector's dw / db terms, dy·((x − mf)·rs) and dy, added into dwv / dbv (xc = x − mf, or x
+// for rms): pass C and RunGrads both, so either way a partial adds the same values.
+template <bool Dw, bool Db>
+SIXFOLD_VEC void add_grads(vf16& dwv, vf16& dbv, vf16 d, vf16 xc, float rs) {
+  if constexpr (Db) dbv = dbv + d;
+  if constexpr (Dw) dwv = dwv + d * (xc * rs);
+}
+
 // dw / db of a run of consecutive rows of one row group, added into the group's partial rows
 // after pass C has written the run's dx: column chunk by column chunk, each partial element
 // loaded and stored once for the run, the run's rows read again from cache (kRunBytes of x and
@@ -142,8 +150,8 @@ template <class A>
 // cheap, those loads and stores were not (AVX2 host, bf16, % of copy, rms / layer backward at
 // 16384×8192: 60 / 47 with dw / db in pass C, 77 / 78 with no gradients at all; 67 / 53 by
 // runs). Each element
-// still adds the rows in order, dy·((x − mf)·rs) and dy as pass C formed them, so the partials
-// hold the same sums a row at a time would. Sweeping a run chunk by chunk beside pass C of the
+// still adds the rows in order, with pass C's terms (add_grads), so the partials hold the same
+// sums a row at a time would. Sweeping a run chunk by chunk beside pass C of the
 // next run, to fill the cycles pass C waits on memory, was slower than sweeping it after
 // (docs/perf/norm.md, session 32).
 constexpr std::int64_t kRunBytes = 256 << 10;
@@ -173,10 +181,9 @@ struct RunGrads {
         vf16 xv[2], dv[2];
         ld_chunk<T, Split>(rows[j].x, i, m, xv), ld_chunk<T, Split>(rows[j].dy, i, m, dv);
         for (int h = 0; h < chunk_vectors(m); ++h) {
-          if constexpr (Db) dbv[h] = dbv[h] + dv[h];
           vf16 xc = xv[h];
           if constexpr (Layer) xc -= mf[j];
-          if constexpr (Dw) dwv[h] = dwv[h] + dv[h] * (xc * rs[j]);
+          add_grads<Dw, Db>(dwv[h], dbv[h], dv[h], xc, rs[j]);
         }
       }
       if constexpr (Dw) st_chunk(dw, i, m, dwv);
@@ -210,10 +217,9 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
     ld_chunk<T, Split>(x, i, m, xv), ld_chunk<T, Split>(dy, i, m, dv);
     for (int h = 0; h < chunk_vectors(m); ++h) {
       const vf16 d = dv[h];
-      if constexpr (Db) dbv[h] = dbv[h] + d;
       vf16 xc = xv[h];
       if constexpr (Layer) xc -= mf;  // exact where x is near the mean
-      if constexpr (Dw) dwv[h] = dwv[h] + d * (xc * rs);
+      add_grads<Dw, Db>(dwv[h], dbv[h], d, xc, rs);
       // Layer: rs·(g − mean_g − xc·k) = g·rs + (c − xc·krs), c = −rs·mean_g, krs = k·rs: 4
       // operations for dx where the factored form took 5 (rms, mean_g = 0: 3 either way).
       if constexpr (Layer) out[h] = (d * wv[h]) * rs + (c - xc * krs);
