@@ -11,6 +11,7 @@
 #             entry NAME=VALUE sets that variable instead), two rounds
 #   norm      the same for test_norm and test_norm_backward
 #   sscan-ab  the selective-scan rows (SSCAN_CASES, default 0,1,2), old and new CLI alternating
+#             (every A/B phase also runs AB_BIN/sixfold_NAME.xz for each NAME in AB_EXTRA)
 #   decode    the selective-scan decode row (SIXFOLD_SSCAN_CASES=decode), old and new CLI
 #             alternating, two rounds
 #   norm-bwd  the norm backward rows on the first three shapes (SIXFOLD_NORM_CASES=backward,
@@ -92,9 +93,13 @@ ab() {  # ab NAME ENV... -- BENCH ARGS: old and new CLI alternating, two rounds
   shift
   el "A/B $name"
   for round in 1 2; do
-    for which in old new; do
+    for which in old new ${AB_EXTRA:-}; do
       local cli=$cli_new
       if [[ $which == old ]]; then [[ -n $old ]] || continue; cli=$old; fi
+      if [[ $which != old && $which != new ]]; then  # AB_EXTRA: bin/sixfold_NAME.xz
+        cli=/tmp/sixfold_$which
+        [[ -x $cli ]] || { xz -dc "$bin/sixfold_$which.xz" >"$cli" && chmod +x "$cli"; } || continue
+      fi
       echo "== $name round $round: $which" >>"$out/$name.log"
       env "${envs[@]}" timeout "${AB_TIMEOUT:-150}" stdbuf -oL "$cli" bench "$@" >>"$out/$name.log" 2>&1
     done
