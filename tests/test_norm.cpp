@@ -410,6 +410,68 @@ TEST(Norm, CpuBf16SubnormalOutputsAreNotFlushed) {
   }
 }
 
+// LayerNorm's rewrite takes x̂ = (x − μ)·r as one FMA, x·r − μ·r, only where μ is close to 0 in
+// standard deviations and var ≥ eps (norm_cpu.cpp, with_xhat). Rows on both sides of that rule,
+// on every CPU path (short rows, rows pipelined in pairs, a row split over the threads): f32 to
+// within a few ulp of the row's scale plus the size of μ's own rounding, and constant rows to
+// exactly 0 (what the rule keeps them out of the FMA form for).
+TEST(Norm, CpuLayerNormOffsetRowsKeepTheirAccuracy) {
+  const double ratios[] = {0.0, 0.9, 1.1, -3.0, 200.0, 300.0, -1e4};  // μ / σ of the rows
+  const double sigmas[] = {1.0, 4e-3};                              // var ≫ eps, and var ≈ eps / 6
+  std::mt19937_64 gen(std::random_device{}());
+  std::normal_distribution<double> nd(0.0, 1.0);
+  for (DType t : {DType::f32, DType::bf16})
+    for (std::int64_t n : {std::int64_t(1000), std::int64_t(4096), std::int64_t(300000)}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n));
+      // Rows: each (ratio, sigma), then two constant rows (x = 1.7 and x = -3e4).
+      const std::int64_t rows = std::int64_t(std::size(ratios) * std::size(sigmas)) + 2;
+      std::vector<double> x(std::size_t(rows * n));
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t i = 0; i < n; ++i) {
+          double v;
+          if (r + 2 < rows) {
+            const double sig = sigmas[r % 2], mu = ratios[r / 2] * sig;
+            v = mu + sig * nd(gen);
+          } else {
+            v = r + 2 == rows ? 1.7 : -3e4;
+          }
+          x[std::size_t(r * n + i)] = v;
+        }
+      const auto xb = encode(t, x, rows, n, n);
+      const auto xq = decode(t, xb, rows, n, n);
+      auto xs = xb;
+      std::vector<std::uint8_t> ob(xb.size(), 0xff);
+      const TensorView tx = TensorView::contiguous(xs.data(), t, {rows, n});
+      const TensorView to = TensorView::contiguous(ob.data(), t, {rows, n});
+      const float eps = 1e-5f;
+      layer_norm(tx, TensorView{}, TensorView{}, to, {eps});
+      const auto out = decode(t, ob, rows, n, n);
+      const auto ref = reference::norm(NormKind::layer, xq, rows, n, {}, {}, eps);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0, row_max = 0;
+        for (std::int64_t i = 0; i < n; ++i) mean += xq[std::size_t(r * n + i)];
+        mean /= double(n);
+        for (std::int64_t i = 0; i < n; ++i) var += (xq[std::size_t(r * n + i)] - mean) * (xq[std::size_t(r * n + i)] - mean);
+        var /= double(n);
+        const double shift = std::fabs(mean) / std::sqrt(var + eps);  // |μ·r|
+        for (std::int64_t i = 0; i < n; ++i) row_max = std::max(row_max, std::fabs(ref[std::size_t(r * n + i)]));
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double want = round_to(t, ref[std::size_t(r * n + i)]), got = out[std::size_t(r * n + i)];
+          if (r + 2 >= rows) {
+            ASSERT_EQ(got, 0.0) << "constant row " << r << " i " << i;
+            continue;
+          }
+          // f32: 8 ulp of the row's scale, and μ's rounding (|μ·r|·2^-24, on the exact form too)
+          // twice; 16-bit: the test's usual bound.
+          const double bound = t == DType::f32 ? 0x1p-21 * (std::fabs(want) + row_max) + 0x1p-23 * shift
+                                               : 1.6e-2 * (std::fabs(want) + row_max);
+          ASSERT_LE(std::fabs(got - want), bound) << "row " << r << " i " << i << " got " << got << " want " << want
+                                                  << " |mu r| " << shift;
+        }
+      }
+    }
+}
+
 TEST(Norm, LeadingDimensionsCollapseIgnoringSizeOneStrides) {
   const std::int64_t n = 37;
   std::vector<float> x(3 * 2 * n), y3(3 * n, NAN), y2(3 * n, NAN);
