@@ -179,12 +179,8 @@ struct Ctx {
   }
 };
 
-// The scaled row x̂ of rms (x·r) and layer ((x − μ)·r). LayerNorm takes x̂ as one FMA, x·r − μ·r,
-// where μ is within kShift standard deviations of 0 (kShift: 1 for f32 outputs, 256 for 16-bit
-// ones) and var ≥ eps (x̂ then has an RMS of at least 0.7): rounding μ·r adds at most
-// |μ·r|·2^−24 to x̂, kShift ulp of the row's scale, below the output's precision. Other rows,
-// where that would show (constant rows, whose x̂ must be exactly 0; rows far from 0), take
-// (x − μ)·r. On AVX2 the rewrite is bound by its operations, and the FMA form is one a vector
+// The scaled row x̂ of rms (x·r) and layer ((x − μ)·r, as one FMA where centre_by_fma allows:
+// rows_cpu.hpp). On AVX2 the rewrite is bound by its operations, and the FMA form is one a vector
 // fewer: bf16 layer_norm 16384×8192 70–73 → 78–79% of copy. Every path of a row takes the same
 // form, so a row's output does not depend on its path.
 struct Scale {
@@ -197,15 +193,14 @@ struct Centre {
 };
 struct CentreFma {
   float r, nmr;
-  vf16 operator()(vf16 x) const { return x * r + nmr; }
+  vf16 operator()(vf16 x) const { return vfma(x, r, nmr); }
 };
 template <DType T, bool Layer, class F>
 void with_xhat(float mean, float rstd, float eps, F&& f) {
   if constexpr (!Layer) {
     f(Scale{rstd});
   } else {
-    constexpr float kShift = kElemBytes<T> == 4 ? 1.f : 256.f;
-    if (std::isfinite(rstd) && 2.f * eps * rstd * rstd <= 1.f && std::fabs(mean * rstd) <= kShift)
+    if (centre_by_fma<T>(mean, rstd, eps))
       f(CentreFma{rstd, -(mean * rstd)});
     else
       f(Centre{mean, rstd});

@@ -202,6 +202,21 @@ SIXFOLD_VEC vu16 vwiden16(vh16 h) {
 
 #endif
 
+// a·b + c rounded once, in every caller alike. GCC contracts a * b + c on its own where FMA
+// instructions exist, but which product of a longer expression it fuses can depend on what was
+// inlined around it, and a row's output must not (tests: CpuRowsIndependentOfTheirNeighbours).
+SIXFOLD_VEC vf16 vfma(vf16 a, vf16 b, vf16 c) {
+#if defined(__AVX512F__)
+  return (vf16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+  return {(vf16::Half)_mm256_fmadd_ps((__m256)a.lo, (__m256)b.lo, (__m256)c.lo),
+          (vf16::Half)_mm256_fmadd_ps((__m256)a.hi, (__m256)b.hi, (__m256)c.hi)};
+#else
+  return a * b + c;  // no FMA instruction: never contracted
+#endif
+}
+SIXFOLD_VEC vf16 vfma(vf16 a, float b, float c) { return vfma(a, vf16{} + b, vf16{} + c); }
+
 // exp_f32 (sixfold/runtime/vec_math.hpp) on 16 lanes: the same range reduction, polynomial and
 // clamping, on the vector types (GCC vectorizes the scalar function in a loop only where it can
 // mask: not on AVX2). Round-to-nearest-even by the 1.5·2^23 trick (|x·log2 e| < 2^22 after
