@@ -2,12 +2,12 @@
 // read from memory once and rewritten from L1/L2, 16 f32 lanes at a time (rows_cpu.hpp):
 //
 //   pass A (memory → registers, software prefetch 4 KB ahead and the RowStream one row ahead):
-//           the streaming statistic — Σx² (rms), Σ(x − K) and Σ(x − K)² (layer, K: the mean
-//           of the first 64 elements), max (softmax kinds); with a residual, s = x + r is
+//           the streaming statistic — Σx² (rms), Σx and Σx² (layer), max (softmax kinds);
+//           with a residual, s = x + r is
 //           rounded to the dtype, written to sum_out and kept as f32 in a per-thread row buffer;
 //   pass B (from cache): the statistic that needs pass A's — exp(x − max) and its sum
 //           (softmax: kept in the row buffer up to 65536 elements), Σexp(x − max) (log), and
-//           for layer only when the shift was too far from the mean, Σ(x − μ)²;
+//           for layer only where Σx² − nμ² would cancel too much (moments_enough), Σ(x − μ)²;
 //   pass C (from cache → memory): the output, converted and written once (non-temporal stores
 //           for outputs of 8 MB and more); the row's mean / rstd saved first where asked.
 //
@@ -91,8 +91,8 @@ double row_sum(const void* x, std::int64_t n, float pad, F f, RowStream* next, d
   return total;
 }
 
-// Σ(v − k) and Σ(v − k)² over the row (as row_sum, both at once; padded lanes hold k).
-template <DType S, bool Prefetch>
+// Σv and Σv² over the row (as row_sum, both at once), v = x − k where Shift (padded lanes hold k).
+template <DType S, bool Prefetch, bool Shift = false>
 void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, RowStream* next,
               double* b1 = nullptr, double* b2 = nullptr) {
   for (std::int64_t b = 0; b < n; b += kBlock) {
@@ -103,7 +103,7 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
       vf16 v0, v1, v2, v3;
       stream32<S, Prefetch>(x, b + i, v0, v1);
       stream32<S, Prefetch>(x, b + i + 32, v2, v3);
-      v0 -= k, v1 -= k, v2 -= k, v3 -= k;
+      if constexpr (Shift) v0 -= k, v1 -= k, v2 -= k, v3 -= k;
       a0 += v0, a1 += v1, q0 += v0 * v0, q1 += v1 * v1;
       a2 += v2, a3 += v3, q2 += v2 * v2, q3 += v3 * v3;
     }
@@ -111,12 +111,12 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
     for (; i + 32 <= m; i += 32) {
       vf16 v0, v1;
       stream32<S, Prefetch>(x, b + i, v0, v1);
-      v0 -= k, v1 -= k;
+      if constexpr (Shift) v0 -= k, v1 -= k;
       a0 += v0, a1 += v1, q0 += v0 * v0, q1 += v1 * v1;
     }
-    next->step(m);
+    if (next) next->step(m);
     for (; i < m; i += 16) {
-      const vf16 v = ld<S>(x, b + i, int(std::min<std::int64_t>(16, m - i)), k) - k;
+      const vf16 v = ld<S>(x, b + i, int(std::min<std::int64_t>(16, m - i)), k) - (Shift ? k : 0.f);
       a0 += v, q0 += v * v;
     }
     s1 += double(hsum16(a0 + a1)), s2 += double(hsum16(q0 + q1));
@@ -179,6 +179,34 @@ struct Ctx {
   }
 };
 
+// LayerNorm's variance from one pass over the row, Σx and Σx² with no shift: E[x²] − μ²
+// multiplies the sums' relative error by 1 + μ²/var. Taken where μ² ≤ kC·var (kC: 1 for f32
+// values, at most a doubling, as the shifted sums this replaced allowed; 8 for 16-bit values,
+// whose outputs hold 8–11 bits); other rows (and NaN / inf rows) take the exact Σ(x − μ)² from
+// cache. The shift K (the mean of the row's first 64 elements) cost a subtraction a vector: on
+// AVX2, where pass A is bound by its operations, bf16 layer_norm went 77–78 → 81–85% of copy.
+template <DType T>
+bool moments_enough(double mean, double var) {
+  constexpr double kC = kElemBytes<T> == 4 ? 1.0 : 8.0;
+  return mean * mean <= kC * var;
+}
+
+// Where moments_enough fails, the exact moments from cache about mf, the mean the one-pass sums
+// gave: Σ(x − mf) corrects the mean (a constant row's mean comes out exactly its value, so its
+// x̂ is exactly 0), Σ(x − mf)²/n − d² is the variance with nothing left to cancel. blocks: the
+// split path's per-block sums (b1, b2), its threads each summing a slice.
+template <DType S>
+void exact_moments(const void* x, std::int64_t n, float mf, double& s1, double& s2, double* b1 = nullptr,
+                   double* b2 = nullptr) {
+  s1 = 0, s2 = 0;
+  row_sum2<S, false, true>(x, n, mf, s1, s2, nullptr, b1, b2);
+}
+inline void correct_moments(double d_sum, double sq_sum, std::int64_t n, float& mf, double& var) {
+  const double d = d_sum / double(n);
+  var = sq_sum / double(n) - d * d;
+  mf = float(double(mf) + d);
+}
+
 // The scaled row x̂ of rms (x·r) and layer ((x − μ)·r, as one FMA where centre_by_fma allows:
 // rows_cpu.hpp). On AVX2 the rewrite is bound by its operations, and the FMA form is one a vector
 // fewer: bf16 layer_norm 16384×8192 70–73 → 78–79% of copy. Every path of a row takes the same
@@ -225,19 +253,17 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
       for (int h = 0; h < chunk_vectors(m); ++h) out[0][h] = xv[h] * rs * wv[h];
     }, next);
   } else {
-    // One pass from memory: Σ(x − K) and Σ(x − K)² about K = the mean of the first (up to) 64
-    // elements, var = Σ(x − K)²/n − (μ − K)². Exact enough when (μ − K)² <= var (the shift then
-    // at most doubles the relative error of the sums); otherwise (a row whose first elements
-    // are far from its mean) the exact second pass Σ(x − μ)² from cache.
-    const std::int64_t nk = std::min<std::int64_t>(n, 64);
-    const float kf = float(row_sum<S, false>(src, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
+    // One pass from memory, Σx and Σx², where it is exact enough (moments_enough); otherwise
+    // the exact second pass Σ(x − μ)² from cache.
     double s1 = 0, s2 = 0;
-    row_sum2<S, FromMemory>(src, n, kf, s1, s2, next);
-    const double d = s1 / double(n), mean = double(kf) + d;
-    double var = s2 / double(n) - d * d;
-    const float mf = float(mean);
-    if (!(d * d <= var))  // also NaN / inf rows: the exact pass propagates them as before
-      var = row_sum<S, false>(src, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr) / double(n);
+    row_sum2<S, FromMemory>(src, n, 0.f, s1, s2, next);
+    const double mean = s1 / double(n);
+    double var = s2 / double(n) - mean * mean;
+    float mf = float(mean);
+    if (!moments_enough<T>(mean, var)) {  // also NaN / inf rows: the exact pass propagates them
+      exact_moments<S>(src, n, mf, s1, s2);
+      correct_moments(s1, s2, n, mf, var);
+    }
     const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
     c.save(row, mf, rs);
     const void* b = c.b;
@@ -252,35 +278,23 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
   }
 }
 
-// LayerNorm's shift K: the mean of a row's first (up to) 64 elements, v(i, m) giving the 16 at i
-// (lanes ≥ m zero), in one chain — the same bits whether the row is read (FwdSums) or made
-// (AddSums): add_layer_norm's statistics are layer_norm's of its sum.
-template <class V>
-float head_mean(std::int64_t n, V v) {
-  const std::int64_t nk = std::min<std::int64_t>(n, 64);
-  vf16 a{};
-  for (std::int64_t i = 0; i < nk; i += 16) a += v(i, int(std::min<std::int64_t>(16, nk - i)));
-  return float(double(hsum16(a)) / double(nk));
-}
-
-// One vector of a forward row into its sums: Σv² (rms), or Σ(v − k) and Σ(v − k)² (layer).
+// One vector of a forward row into its sums: Σv² (rms), or Σv and Σv² (layer). A fused-add row's
+// sums are made in the same order as those of a row read, so add_layer_norm's statistics are
+// layer_norm's of its sum.
 template <bool Layer>
-inline void add_sums(vf16 v, float k, vf16 (&a)[2]) {
-  if constexpr (Layer) v -= k, a[0] += v, a[1] += v * v;
+inline void add_sums(vf16 v, vf16 (&a)[2]) {
+  if constexpr (Layer) a[0] += v, a[1] += v * v;
   else a[0] += v * v;
 }
 
-// Pass A of a forward rms / layer row read from memory, in row_sums' chunks: Σx² (rms), or
-// Σ(x − K) and Σ(x − K)² about K = head_mean (layer).
+// Pass A of a forward rms / layer row read from memory, in row_sums' chunks: Σx² (rms), or Σx
+// and Σx² (layer).
 template <DType T, bool Split, bool Layer>
 struct FwdSums {
   const void* x;
-  float k = 0.f;
-  FwdSums(const void* row, std::int64_t n) : x(row) {
-    if constexpr (Layer) k = head_mean(n, [&](std::int64_t i, int m) { return ld<T>(row, i, m); });
-  }
+  explicit FwdSums(const void* row) : x(row) {}
   void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
-    const auto add = [&](vf16 v, vf16 (&a)[2]) { add_sums<Layer>(v, k, a); };
+    const auto add = [&](vf16 v, vf16 (&a)[2]) { add_sums<Layer>(v, a); };
     vf16 v[2];
     if (m == 32) {
       // The next row's lines 4 KB ahead: into L1 for LayerNorm, into L2 for RMSNorm (dev box,
@@ -291,24 +305,28 @@ struct FwdSums {
       ld_chunk<T, Split>(x, i, 32, v);
       add(v[0], acc[0]), add(v[1], acc[Layer ? acc_row(1) : 1]);  // rms: one sum, registers enough
     } else {
-      ld_chunk<T, Split>(x, i, m, v, k);  // padded lanes add 0
+      ld_chunk<T, Split>(x, i, m, v);  // padded lanes add 0
       add(v[0], acc[0]);
     }
   }
 };
 
-// A forward rms / layer row's (mean, rstd) from its FwdSums (layer: the exact Σ(x − μ)² from
-// cache where the shift K was too far from the mean, as norm_row).
-template <DType T, bool Layer>
-std::pair<float, float> fwd_stats(const void* x, std::int64_t n, float k, const double (&s)[2], float eps) {
+// A forward rms / layer row's (mean, rstd) from its FwdSums or AddSums (layer: the exact Σ(x − μ)²
+// from the row x, of element type S, where moments_enough<T> says so, as norm_row; T: the
+// values' dtype).
+template <DType T, DType S, bool Layer>
+std::pair<float, float> fwd_stats(const void* x, std::int64_t n, const double (&s)[2], float eps) {
   if constexpr (!Layer) {
     return {0.f, float(1.0 / std::sqrt(s[0] / double(n) + double(eps)))};
   } else {
-    const double d = s[0] / double(n), mean = double(k) + d;
-    double var = s[1] / double(n) - d * d;
-    const float mf = float(mean);
-    if (!(d * d <= var))
-      var = row_sum<T, false>(x, n, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr) / double(n);
+    const double mean = s[0] / double(n);
+    double var = s[1] / double(n) - mean * mean;
+    float mf = float(mean);
+    if (!moments_enough<T>(mean, var)) {
+      double s1, s2;
+      exact_moments<S>(x, n, mf, s1, s2);
+      correct_moments(s1, s2, n, mf, var);
+    }
     return {mf, float(1.0 / std::sqrt(var + double(eps)))};
   }
 }
@@ -322,10 +340,10 @@ template <DType T, DType W, bool Split, bool Layer>
   const std::int64_t n = a.x.n;
   const auto row_x = [&](std::int64_t r) { return at<T>(a.x.data, r * a.x.row_stride); };
   if (lo >= hi) return;
-  FwdSums<T, Split, Layer> cur(row_x(lo), n);
+  FwdSums<T, Split, Layer> cur(row_x(lo));
   double s[2];
   row_sums<2>(n, s, cur, nullptr);
-  auto [mf, rs] = fwd_stats<T, Layer>(cur.x, n, cur.k, s, c.eps);
+  auto [mf, rs] = fwd_stats<T, T, Layer>(cur.x, n, s, c.eps);
   const void* w = c.w;
   const void* b = c.b;
   for (std::int64_t r = lo; r < hi; ++r) {
@@ -343,9 +361,9 @@ template <DType T, DType W, bool Split, bool Layer>
         }
       };
       if (r + 1 < hi) {
-        const FwdSums<T, Split, Layer> nxt(row_x(r + 1), n);
+        const FwdSums<T, Split, Layer> nxt(row_x(r + 1));
         write_row_beside<T, true, Split>(y, n, c.nt, chunk, nxt, s);
-        std::tie(mf, rs) = fwd_stats<T, Layer>(nxt.x, n, nxt.k, s, c.eps);
+        std::tie(mf, rs) = fwd_stats<T, T, Layer>(nxt.x, n, s, c.eps);
       } else {
         write_row_pairs<T, true, Split>(y, n, c.nt, chunk, nullptr);
       }
@@ -355,7 +373,7 @@ template <DType T, DType W, bool Split, bool Layer>
 
 // Pass A of a fused-add row: s = x + residual rounded to T, written to sum_out (plain or
 // non-temporal stores, as write_row_beside's) and to buf (f32, pair order), with its sums as
-// FwdSums' (K: the mean of s's first (up to) 64 elements).
+// FwdSums'.
 template <DType T, bool Split, bool Layer>
 struct AddSums {
   const void* x;
@@ -363,14 +381,10 @@ struct AddSums {
   void* sum_out;
   float* buf;
   bool nt;
-  float k = 0.f;
-  AddSums(const void* xr, const void* rr, void* so, float* b, std::int64_t n, bool stream)
-      : x(xr), res(rr), sum_out(so), buf(b), nt(stream) {
-    if constexpr (Layer)
-      k = head_mean(n, [&](std::int64_t i, int m) { return vround_pair<T>(ld<T>(x, i, m) + ld<T>(res, i, m)); });
-  }
+  AddSums(const void* xr, const void* rr, void* so, float* b, bool stream)
+      : x(xr), res(rr), sum_out(so), buf(b), nt(stream) {}
   void operator()(std::int64_t i, int m, vf16 (&acc)[2][2]) const {
-    const auto add = [&](vf16 v, vf16 (&a)[2]) { add_sums<Layer>(v, k, a); };
+    const auto add = [&](vf16 v, vf16 (&a)[2]) { add_sums<Layer>(v, a); };
     vf16 xv[2], rv[2], s[2];
     if (m == 32) {
       prefetch_pair<T>(x, i), prefetch_pair<T>(res, i);
@@ -388,7 +402,7 @@ struct AddSums {
         add(s[0], acc[0]);
       } else {
         vstore_part<T>(at<T>(sum_out, i), m, s[0]);
-        add(ld<DType::f32>(buf, i, m, k), acc[0]);  // padded lanes K: they add 0
+        add(ld<DType::f32>(buf, i, m), acc[0]);  // padded lanes add 0
       }
       return;
     }
@@ -405,14 +419,14 @@ template <DType T, DType W, bool Split, bool Layer>
   std::vector<float> buffers(2 * std::size_t(n));
   const auto sums_of = [&](std::int64_t r, float* buf) {
     return AddSums<T, Split, Layer>(at<T>(a.x.data, r * a.x.row_stride), at<T>(a.residual.data, r * a.residual.row_stride),
-                                    at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf, n, c.nt);
+                                    at<T>(a.sum_out.data, r * a.sum_out.row_stride), buf, c.nt);
   };
   float* cur = buffers.data();
   float* nxt = cur + n;
   const auto first = sums_of(lo, cur);
   double s[2];
   row_sums<2>(n, s, first, nullptr);
-  auto [mf, rs] = fwd_stats<DType::f32, Layer>(cur, n, first.k, s, c.eps);
+  auto [mf, rs] = fwd_stats<T, DType::f32, Layer>(cur, n, s, c.eps);
   const void* w = c.w;
   const void* b = c.b;
   for (std::int64_t r = lo; r < hi; ++r) {
@@ -432,7 +446,7 @@ template <DType T, DType W, bool Split, bool Layer>
       if (r + 1 < hi) {
         const auto next_row = sums_of(r + 1, nxt);
         write_row_beside<T, true, Split>(y, n, c.nt, chunk, next_row, s);
-        std::tie(mf, rs) = fwd_stats<DType::f32, Layer>(nxt, n, next_row.k, s, c.eps);
+        std::tie(mf, rs) = fwd_stats<T, DType::f32, Layer>(nxt, n, s, c.eps);
         std::swap(cur, nxt);
       } else {
         write_row_pairs<T, true, Split>(y, n, c.nt, chunk, nullptr);
@@ -575,19 +589,17 @@ void split_rows(const NormArgs& a, const Ctx& c) {
         if (t == 0) c.save(r, 0.f, rs);
         write_row<T, true>(y, len, c.nt, [=](std::int64_t i, int m) { return ld<T>(x, i, m) * rs * ld<W>(w, i, m); }, &next);
       } else if (a.kind == NormKind::layer) {
-        const std::int64_t nk = std::min<std::int64_t>(n, 64);
-        const float kf = float(row_sum<T, false>(xr, nk, 0.0f, [](vf16 v) { return v; }, nullptr) / double(nk));
         double s1 = 0, s2 = 0;
-        row_sum2<T, true>(x, len, kf, s1, s2, &next, q1, q2);
+        row_sum2<T, true>(x, len, 0.f, s1, s2, &next, q1, q2);
 #pragma omp barrier
-        const double d = total(p1[par]) / double(n), mean = double(kf) + d;
-        double var = total(p2[par]) / double(n) - d * d;
-        const float mf = float(mean);
-        if (!(d * d <= var)) {  // the exact Σ(x − μ)², as norm_row (all threads take this branch)
+        const double mean = total(p1[par]) / double(n);
+        double var = total(p2[par]) / double(n) - mean * mean;
+        float mf = float(mean);
+        if (!moments_enough<T>(mean, var)) {  // the exact moments, as norm_row (all threads take this branch)
 #pragma omp barrier
-          row_sum<T, false>(x, len, mf, [mf](vf16 v) { return (v - mf) * (v - mf); }, nullptr, q1);
+          exact_moments<T>(x, len, mf, s1, s2, q1, q2);
 #pragma omp barrier
-          var = total(p1[par]) / double(n);
+          correct_moments(total(p1[par]), total(p2[par]), n, mf, var);
 #pragma omp barrier
         }
         const float rs = float(1.0 / std::sqrt(var + double(c.eps)));
