@@ -2,12 +2,13 @@
 // read from memory once and rewritten from L1/L2, 16 f32 lanes at a time (rows_cpu.hpp):
 //
 //   pass A (memory → registers, software prefetch 4 KB ahead and the RowStream one row ahead):
-//           the streaming statistic — Σx² (rms), Σx and Σx² (layer), max (softmax kinds);
-//           with a residual, s = x + r is
-//           rounded to the dtype, written to sum_out and kept as f32 in a per-thread row buffer;
+//           the streaming statistic — Σx² (rms), Σx and Σx² (layer), max (softmax kinds); with
+//           a residual, s = x + r is rounded to the dtype, written to sum_out and kept as f32
+//           in a per-thread row buffer;
 //   pass B (from cache): the statistic that needs pass A's — exp(x − max) and its sum
 //           (softmax: kept in the row buffer up to 65536 elements), Σexp(x − max) (log), and
-//           for layer only where Σx² − nμ² would cancel too much (moments_enough), Σ(x − μ)²;
+//           for layer only where Σx² − nμ² would cancel too much (moments_enough), Σ(x − mf)
+//           and Σ(x − mf)² about the one-pass mean (exact_moments);
 //   pass C (from cache → memory): the output, converted and written once (non-temporal stores
 //           for outputs of 8 MB and more); the row's mean / rstd saved first where asked.
 //
@@ -182,9 +183,10 @@ struct Ctx {
 // LayerNorm's variance from one pass over the row, Σx and Σx² with no shift: E[x²] − μ²
 // multiplies the sums' relative error by 1 + μ²/var. Taken where μ² ≤ kC·var (kC: 1 for f32
 // values, at most a doubling, as the shifted sums this replaced allowed; 8 for 16-bit values,
-// whose outputs hold 8–11 bits); other rows (and NaN / inf rows) take the exact Σ(x − μ)² from
-// cache. The shift K (the mean of the row's first 64 elements) cost a subtraction a vector: on
-// AVX2, where pass A is bound by its operations, bf16 layer_norm went 77–78 → 81–85% of copy.
+// whose outputs hold 8–11 bits); other rows (and NaN / inf rows) take exact_moments from cache.
+// The shift this replaced (K, the mean of the row's first 64 elements) cost a subtraction a
+// vector: on AVX2, where pass A is bound by its operations, bf16 layer_norm went 76–78 → 80–87%
+// of copy (docs/perf/norm.md, session 33).
 template <DType T>
 bool moments_enough(double mean, double var) {
   constexpr double kC = kElemBytes<T> == 4 ? 1.0 : 8.0;
@@ -209,7 +211,7 @@ inline void correct_moments(double d_sum, double sq_sum, std::int64_t n, float& 
 
 // The scaled row x̂ of rms (x·r) and layer ((x − μ)·r, as one FMA where centre_by_fma allows:
 // rows_cpu.hpp). On AVX2 the rewrite is bound by its operations, and the FMA form is one a vector
-// fewer: bf16 layer_norm 16384×8192 70–73 → 78–79% of copy. Every path of a row takes the same
+// fewer: bf16 layer_norm 66–74 → 74–78% of copy. Every path of a row takes the same
 // form, so a row's output does not depend on its path.
 struct Scale {
   float r;
@@ -254,7 +256,7 @@ template <DType T, DType S, DType W, bool FromMemory, bool Split>
     }, next);
   } else {
     // One pass from memory, Σx and Σx², where it is exact enough (moments_enough); otherwise
-    // the exact second pass Σ(x − μ)² from cache.
+    // the exact moments from cache.
     double s1 = 0, s2 = 0;
     row_sum2<S, FromMemory>(src, n, 0.f, s1, s2, next);
     const double mean = s1 / double(n);
@@ -311,9 +313,9 @@ struct FwdSums {
   }
 };
 
-// A forward rms / layer row's (mean, rstd) from its FwdSums or AddSums (layer: the exact Σ(x − μ)²
-// from the row x, of element type S, where moments_enough<T> says so, as norm_row; T: the
-// values' dtype).
+// A forward rms / layer row's (mean, rstd) from its FwdSums or AddSums (layer: the exact moments
+// from the row x, of element type S, where moments_enough<T> fails, as norm_row; T: the values'
+// dtype).
 template <DType T, DType S, bool Layer>
 std::pair<float, float> fwd_stats(const void* x, std::int64_t n, const double (&s)[2], float eps) {
   if constexpr (!Layer) {
