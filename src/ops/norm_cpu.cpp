@@ -117,7 +117,8 @@ void row_sum2(const void* x, std::int64_t n, float k, double& s1, double& s2, Ro
     }
     if (next) next->step(m);
     for (; i < m; i += 16) {
-      const vf16 v = ld<S>(x, b + i, int(std::min<std::int64_t>(16, m - i)), k) - (Shift ? k : 0.f);
+      vf16 v = ld<S>(x, b + i, int(std::min<std::int64_t>(16, m - i)), k);
+      if constexpr (Shift) v -= k;
       a0 += v, q0 += v * v;
     }
     s1 += double(hsum16(a0 + a1)), s2 += double(hsum16(q0 + q1));
@@ -209,8 +210,20 @@ inline void correct_moments(double d_sum, double sq_sum, std::int64_t n, float& 
   mf = float(double(mf) + d);
 }
 
-// The scaled row x̂ of rms (x·r) and layer ((x − μ)·r, as one FMA where centre_by_fma allows:
-// rows_cpu.hpp). On AVX2 the rewrite is bound by its operations, and the FMA form is one a vector
+// LayerNorm's x̂ = (x − μ)·r as one FMA, x·r − μ·r: rounding μ·r adds at most |μ·r|·2^−24 to x̂,
+// kShift ulp of the row's scale where μ is within kShift standard deviations of 0 (kShift: 1 for
+// f32 outputs, 256 for 16-bit ones) and var ≥ eps (x̂ then has an RMS of at least 0.7), below the
+// output's precision. Other rows, where it would show (constant rows, whose x̂ is exactly 0; rows
+// far from 0), keep (x − μ)·r. (The backward's dx and dw in that form measured within the host's
+// noise: docs/perf/norm.md, session 33.)
+template <DType Out>
+bool centre_by_fma(float mean, float rstd, float eps) {
+  constexpr float kShift = kElemBytes<Out> == 4 ? 1.f : 256.f;
+  return std::isfinite(rstd) && 2.f * eps * rstd * rstd <= 1.f && std::fabs(mean * rstd) <= kShift;
+}
+
+// The scaled row x̂ of rms (x·r) and layer ((x − μ)·r, as one FMA where centre_by_fma allows).
+// On AVX2 the rewrite is bound by its operations, and the FMA form is one a vector
 // fewer: bf16 layer_norm 66–74 → 74–78% of copy. Every path of a row takes the same
 // form, so a row's output does not depend on its path.
 struct Scale {

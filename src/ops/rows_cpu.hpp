@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -832,20 +831,6 @@ SIXFOLD_VEC vf16 exp2_biased(vf16 t) {
 }
 template <DType T>
 constexpr int exp_degree = T == DType::f32 ? 5 : (T == DType::f16 ? 4 : 3);
-
-// ---- LayerNorm's x̂ = (x − μ)·r as one FMA, x·r − μ·r -------------------------------------------
-// Rounding μ·r adds at most |μ·r|·2^−24 to x̂: kShift ulp of the row's scale where μ is within
-// kShift standard deviations of 0 (kShift: 1 for f32 outputs, 256 for 16-bit ones) and var ≥ eps
-// (x̂ then has an RMS of at least 0.7), below the output's precision. Other rows, where it would
-// show (constant rows, whose x̂ is exactly 0; rows far from 0), keep (x − μ)·r. The forward's
-// rewrite takes the FMA form where this holds (norm_cpu.cpp). (The backward's dx and dw in that
-// form, one operation fewer each in pass C and the run sweep, measured within the host's noise:
-// docs/perf/norm.md, session 33.)
-template <DType Out>
-inline bool centre_by_fma(float mean, float rstd, float eps) {
-  constexpr float kShift = kElemBytes<Out> == 4 ? 1.f : 256.f;
-  return std::isfinite(rstd) && 2.f * eps * rstd * rstd <= 1.f && std::fabs(mean * rstd) <= kShift;
-}
 
 inline constexpr float kLog2e = 1.44269504088896341f;
 

@@ -212,7 +212,7 @@ SIXFOLD_VEC vf16 vfma(vf16 a, vf16 b, vf16 c) {
   return {(vf16::Half)_mm256_fmadd_ps((__m256)a.lo, (__m256)b.lo, (__m256)c.lo),
           (vf16::Half)_mm256_fmadd_ps((__m256)a.hi, (__m256)b.hi, (__m256)c.hi)};
 #else
-  return a * b + c;  // no FMA instruction: never contracted
+  return a * b + c;  // one expression: fused wherever the target has an FMA, else never
 #endif
 }
 SIXFOLD_VEC vf16 vfma(vf16 a, float b, float c) { return vfma(a, vf16{} + b, vf16{} + c); }
