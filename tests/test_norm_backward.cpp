@@ -163,8 +163,9 @@ std::vector<AddCase> add_cases(bool streamed = false) {
                              {33, 1000}, {17, 1024}, {3, 40000}})
         all.push_back({k, t, rows, n, true, 0, 0, 1.0, true});
       all.push_back({k, t, 2, 50000, true, 3, 1, 1.0, true});  // long rows, in place, strided
-      // Outputs of ≥ 8 MB: the CPU's non-temporal stores, bf16 in pair order (aligned rows) or
-      // in order (odd lengths, strided rows: some row starts off a 64-byte boundary).
+      // Outputs of ≥ 8 MB: the CPU's non-temporal stores, bf16 in pair order (aligned rows);
+      // odd lengths and strided rows (some row starts off a 64-byte boundary) in pair order with
+      // plain stores on AVX2 builds, in order with AVX512_BF16 (output_plan, rows_cpu.hpp).
       if (t == DType::bf16 && streamed && !std::getenv("SIXFOLD_TEST_SMALL")) {
         all.push_back({k, t, 2048, 2048, true, 0, 0, 1.0, true});
         all.push_back({k, t, 2053, 2047});
@@ -388,8 +389,9 @@ std::vector<BwdCase> bwd_cases(bool streamed = false) {
         all.push_back({k, t, 261, 4096, true, true, 0, 1, 1.0, false, 1});   // dx = dy, saved
       }
       if (t == DType::bf16 && streamed && !std::getenv("SIXFOLD_TEST_SMALL")) {
-        // dx of ≥ 8 MB: the CPU's non-temporal stores, in pair order (rows on 64-byte
-        // boundaries) or in order (odd lengths, strided rows); the dw / db partials in each.
+        // dx of ≥ 8 MB: the CPU's non-temporal stores in pair order (rows on 64-byte
+        // boundaries); odd lengths and strided rows as output_plan chooses (rows_cpu.hpp); the
+        // dw / db partials in each.
         all.push_back({k, t, 2048, 2048});
         all.push_back({k, t, 2053, 2047, true, true});
         all.push_back({k, t, 1025, 4096, true, false, 3});

@@ -448,10 +448,10 @@ void norm_backward_rows(const NormBackwardArgs& a, bool nt, bool pipe) {
 void norm_backward_cpu(const NormBackwardArgs& a) {
   with_float_dtype(a.dtype, [&]<DType T>() {
     const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
-    // Pair order and pipelined rows unless dx streams and a row of it starts off a 64-byte
-    // boundary (see norm_rows in norm_cpu.cpp).
-    const bool nt = stream_output(a.x.rows * a.x.n * kElemBytes<T>);
-    const bool split = !nt || rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows);
+    // Pair order and pipelined rows unless dx streams, a row of it starts off a 64-byte boundary
+    // and the in-order path is the faster there (output_plan, rows_cpu.hpp).
+    const auto [nt, split] = output_plan(stream_output(a.x.rows * a.x.n * kElemBytes<T>),
+                                         rows_aligned64<T>(a.dx.data, a.dx.row_stride, a.x.rows), true);
     const auto run = [&]<DType Wt>() {
       if constexpr (kPairSplit<T>)
         if (split) return norm_backward_rows<T, Wt, true>(a, nt, split);

@@ -662,12 +662,13 @@ void norm_rows(const NormArgs& a) {
   const std::int64_t n = a.x.n, rows = a.x.rows;
   const bool norm = a.kind == NormKind::rms || a.kind == NormKind::layer;
   const bool add = a.residual.data != nullptr;
-  const bool nt = stream_output(rows * n * kElemBytes<T> * (add ? 2 : 1));
-  // Pair order, and rows pipelined (Ctx::pipe), unless the outputs stream and a row of them
-  // starts off a 64-byte boundary (the pairs would then be written with plain stores: +13–17%
-  // time at 65536×1000 bf16 on the dev box, session 22).
-  const bool split = !nt || (rows_aligned64<T>(a.out.data, a.out.row_stride, rows) &&
-                             (!add || rows_aligned64<T>(a.sum_out.data, a.sum_out.row_stride, rows)));
+  // Pair order, and rows pipelined (Ctx::pipe), unless the outputs stream, a row of them starts
+  // off a 64-byte boundary and the in-order path is the faster there (output_plan, rows_cpu.hpp).
+  const auto [nt, split] =
+      output_plan(stream_output(rows * n * kElemBytes<T> * (add ? 2 : 1)),
+                  rows_aligned64<T>(a.out.data, a.out.row_stride, rows) &&
+                      (!add || rows_aligned64<T>(a.sum_out.data, a.sum_out.row_stride, rows)),
+                  norm);
   // Weight and bias as f32, converted once per call (ones / zeros when absent); for long rows
   // they stay in T (an f32 copy of 1M weights and biases would take L2 from the rows).
   if (norm && n > kF32WeightsMax && T != DType::f32) {

@@ -405,8 +405,9 @@ SIXFOLD_VEC vf16 ld(const void* row, std::int64_t i, int m, float pad = 0.0f) {
 // column for itself (weights widened once, gradient partials) is kept in the same order
 // (to_pair_order / from_pair_order), so it pairs lane for lane with the row. The tail (n mod 32
 // elements) is in order, 16 lanes at a time. Split (every helper's last template argument): the
-// call's choice; false keeps every chunk in order (for bf16 rows whose output does not start
-// on a 64-byte boundary, which the in-order write_rows aligns for its non-temporal stores).
+// call's choice; false keeps every chunk in order (for bf16 rows whose streamed output does not
+// start on a 64-byte boundary, which the in-order write_rows aligns for its non-temporal stores,
+// where that is the faster: output_plan).
 #if (defined(__AVX512F__) && defined(__AVX512BW__)) || (!defined(__AVX512F__) && defined(__AVX2__))
 inline constexpr bool kPairSplitBuilt = true;
 #else
@@ -513,8 +514,8 @@ inline void prefetch_ahead(const void* p) {
 }
 
 // Whether every one of `rows` rows of element type T from data (row_stride elements apart)
-// starts on a 64-byte boundary: where a call streams its output (nt), its pair order is kept
-// only then (write_rows_pairs).
+// starts on a 64-byte boundary: where a call streams its output, pair order streams it only
+// then (output_plan).
 template <DType T>
 inline bool rows_aligned64(const void* data, std::int64_t row_stride, std::int64_t rows) {
   return reinterpret_cast<std::uintptr_t>(data) % 64 == 0 && (rows <= 1 || row_stride * kElemBytes<T> % 64 == 0);
@@ -576,6 +577,33 @@ inline bool stream_output(std::int64_t bytes) {
   (void)bytes;
   return false;
 #endif
+}
+
+// How a row kernel writes its output: nt (non-temporal stores) and split (pair order, rows
+// pipelined where the kernel has that form). streams: stream_output of the call; aligned: every
+// output row starts on a 64-byte boundary (rows_aligned64). Pair order streams only aligned rows
+// (its chunks run from column 0), so for rows off the boundary it writes with plain stores, where
+// the in-order path (write_rows) streams from the boundary on. With AVX512_BF16, whose in-order
+// conversions are single instructions, the in-order path was the faster (Intel dev box, session
+// 22: pair order with plain stores +13–17% time at 65536×1000 bf16). With AVX2, whose in-order
+// widening and packing take shuffles, it is pair order by far: AMD EPYC VM, session 34, bf16
+// rows 16 bytes off the boundary, 1.2–1.9× faster in pair order with plain stores for the rms /
+// layer forward and backward and softmax_backward at 16384×8192, 4096², 65536×1024 and
+// 65536×1000 (layer_norm 16384×8192 39 → 61% of copy, against 79 with aligned rows). That is for
+// kernels that pipeline their rows (pipelined: the norms' and the backward's, write_row_beside):
+// softmax's forward, which does not, was 7% slower that way and keeps the in-order path.
+struct OutputPlan {
+  bool nt, split;
+};
+inline OutputPlan output_plan(bool streams, bool aligned, bool pipelined) {
+#if defined(__AVX512BF16__)
+  constexpr bool kInOrderStreamsMisaligned = true;
+#else
+  constexpr bool kInOrderStreamsMisaligned = false;
+#endif
+  if (!streams || aligned) return {streams, true};
+  if (pipelined && !kInOrderStreamsMisaligned) return {false, true};
+  return {true, false};
 }
 
 // Orders this thread's non-temporal stores before its later stores (call before the barrier
@@ -669,8 +697,7 @@ inline void write_row(void* dst, std::int64_t n, bool nt, G&& g, RowStream* next
 // for the tail in order. Types without a pair split (or !Split) take write_rows (its head to
 // the 64-byte boundary included, chunks of 16 in order: m <= 16 always); for bf16 the pairs run
 // from column 0, so non-temporal stores (nt) are used for the rows that start on a 64-byte
-// boundary and plain stores for the others (callers choose Split = false where that matters:
-// rows_aligned64).
+// boundary and plain stores for the others (output_plan chooses).
 template <DType T, int R, bool kNanLowZero = false, bool kExact = false, bool Split = true, class G>
 inline void write_rows_pairs(void* const (&dst)[R], std::int64_t n, bool nt, G&& g, RowStream* next) {
   if constexpr (!kPairSplit<T, Split>) {
