@@ -484,6 +484,35 @@ TEST(NormBackward, CpuRowsIndependentOfTheirNeighbours) {
                 << "row " << r;
           }
         }
+  // A call of 8 MB and more (stream_output), its rows 16 bytes off a 64-byte boundary (as malloc
+  // gives them), against the same rows alone: the rows' dx bits must not depend on the call's
+  // size (the rms f32 rows differed in the last ulp while GCC contracted pass C's products on its
+  // own: which product it fused differed between the inlined copies of the chunk).
+  for (NormKind k : {NormKind::rms, NormKind::layer}) {
+    const std::int64_t rows = 2048, n = 1024;
+    std::mt19937 gen(11);
+    std::normal_distribution<float> nd(0.5f, 1.0f);
+    const auto nn = static_cast<std::size_t>(n);
+    std::vector<float> base(3 * nn * rows + 64), w(nn), dw(nn), db(nn), one(nn + 20);
+    const std::size_t off = (64 - reinterpret_cast<std::uintptr_t>(base.data()) % 64) / 4 + 4;  // 16 B past 64
+    float* x = base.data() + off;
+    float* dy = x + rows * n;
+    float* dx = dy + rows * n;
+    for (std::int64_t i = 0; i < 2 * rows * n; ++i) x[i] = nd(gen);
+    for (float& v : w) v = nd(gen);
+    const auto rows_of = [&](float* p, std::int64_t r) { return TensorView::contiguous(p, DType::f32, {r, n}); };
+    const auto row = [&](std::vector<float>& v) { return TensorView::contiguous(v.data(), DType::f32, {n}); };
+    const auto call = [&](float* px, float* pdy, float* pdx, std::int64_t r) {
+      if (k == NormKind::rms) rms_norm_backward(rows_of(pdy, r), rows_of(px, r), row(w), rows_of(pdx, r), row(dw), {1e-5f});
+      else layer_norm_backward(rows_of(pdy, r), rows_of(px, r), row(w), rows_of(pdx, r), row(dw), row(db), {1e-5f});
+    };
+    call(x, dy, dx, rows);
+    for (std::int64_t r = 0; r < rows; r += (r % 2 == 0 ? 1 : 97)) {  // pairs of neighbours
+      float* alone = one.data() + (64 - reinterpret_cast<std::uintptr_t>(one.data()) % 64) / 4 + 4;  // 16 B past 64
+      call(x + r * n, dy + r * n, alone, 1);
+      ASSERT_EQ(std::memcmp(alone, dx + r * n, nn * 4), 0) << kind_name(k) << " row " << r;
+    }
+  }
   for (DType t : {DType::f32, DType::bf16}) {
     run_bwd_case({NormKind::layer, t, 640, 4096, true, true}, Device::cpu());  // every group's partials written
     run_bwd_case({NormKind::layer, t, 1025, 1024, true, true}, Device::cpu());  // 64 groups of 17, 3 empty

@@ -7,7 +7,8 @@
 //     pass A (memory): Σx, Σg (layer) or Σx², Σg·x (rms);  pass B (cache, layer): Σ(x − μ)²,
 //     Σg·(x − μ);  pass C (cache): dx;  dw/db: each run of up to 16 rows added into the row
 //     group's partials after its pass C, column chunk by column chunk (RunGrads; in pass C,
-//     row by row, for in-place calls and rows too long for a run).
+//     row by row, for in-place calls and rows too long for a run); dw alone: in pass C, which
+//     walks a run in column blocks so that the block's partial stays in L1 (run_beside).
 //     With the forward's saved statistics (a.mean / a.rstd): pass A alone gives Σg (layer) and
 //     Σg·(x − μ) (Σg·x for rms) about the saved μ, then pass C — no statistics of x.
 //     A thread's rows are pipelined: pass C of a row runs beside pass A of the next
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "norm_entries.hpp"
@@ -140,7 +142,7 @@ template <class A>
 template <bool Dw, bool Db>
 SIXFOLD_VEC void add_grads(vf16& dwv, vf16& dbv, vf16 d, vf16 xc, float rs) {
   if constexpr (Db) dbv = dbv + d;
-  if constexpr (Dw) dwv = dwv + d * (xc * rs);
+  if constexpr (Dw) dwv = vfma(d, xc * rs, dwv);
 }
 
 // dw / db of a run of consecutive rows of one row group, added into the group's partial rows
@@ -164,6 +166,10 @@ int run_rows(std::int64_t n) {
   return r < 4 ? 0 : int(std::min<std::int64_t>(r, kRunMax));
 }
 
+// Dev hook: SIXFOLD_NORM_CPU_SWEEP set takes the sweep (RunGrads) for dw-only runs too, as
+// before run_beside; read per call, so that one process can alternate the two
+// (dev/norm/cpu_bwd_runs_ab.cpp). Both give the same bits.
+inline bool dev_sweep_from_env() { return std::getenv("SIXFOLD_NORM_CPU_SWEEP") != nullptr; }
 template <DType T, bool Layer, bool Dw, bool Db, bool Split>
 struct RunGrads {
   Row rows[kRunMax];
@@ -196,20 +202,17 @@ struct RunGrads {
   }
 };
 
-// Pass C of one rms / layer row: dx = rs·(g − mean_g − (x − mf)·k), dw += dy·(x − mf)·rs,
-// db += dy into the row group's partials. HasNext: beside it, pass A of the next row (pa), whose
-// terms are returned (write_row_beside: the next row's reads from memory overlap this row's
-// work and stores).
-template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasNext, class A>
-[[gnu::flatten]] RowTerms backward_write(const Row& row, const RowTerms& t, const void* w, float* dw, float* db,
-                                         std::int64_t n, bool nt, RowStream* next, const A& pa) {
+// Pass C's chunk function for one rms / layer row (write_rows_pairs' g for one row): the chunk
+// of dx = rs·(g − mean_g − (x − mf)·k) at column i, with dw += dy·(x − mf)·rs and db += dy added
+// into the partial rows dw / db (pair order: norm_backward_rows puts them back) where Dw / Db.
+template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split>
+SIXFOLD_VEC auto pass_c_chunk(const Row& row, const RowTerms& t, const void* w, float* dw, float* db) {
   // Copies the lambda holds by value (no reloads after each store to dw / db, which the
   // compiler could not tell apart from them).
   const void* x = row.x;
   const void* dy = row.dy;
   const float mf = t.mf, rs = t.rs, k = t.k, krs = t.k * t.rs, c = -t.rs * t.mean_g;
-  // In pair order: the dw / db partials are kept in it (norm_backward_rows puts them back).
-  const auto chunk = [=](std::int64_t i, int m, vf16 (&out)[2]) {
+  return [=](std::int64_t i, int m, vf16 (&out)[2]) {
     vf16 dwv[2] = {}, dbv[2] = {}, wv[2], xv[2], dv[2];
     if constexpr (Dw) ld_chunk<DType::f32>(dw, i, m, dwv);
     if constexpr (Db) ld_chunk<DType::f32>(db, i, m, dbv);
@@ -221,13 +224,25 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
       if constexpr (Layer) xc -= mf;  // exact where x is near the mean
       add_grads<Dw, Db>(dwv[h], dbv[h], d, xc, rs);
       // Layer: rs·(g − mean_g − xc·k) = g·rs + (c − xc·krs), c = −rs·mean_g, krs = k·rs: 4
-      // operations for dx where the factored form took 5 (rms, mean_g = 0: 3 either way).
-      if constexpr (Layer) out[h] = (d * wv[h]) * rs + (c - xc * krs);
-      else out[h] = rs * (d * wv[h] - xc * k);
+      // operations for dx where the factored form took 5 (rms, mean_g = 0: 3 either way). The
+      // FMAs are explicit (vfma): left to GCC's contraction, which product it fused differed
+      // between the inlined copies of this chunk (a row's dx bits then depended on whether the
+      // call streamed its output, or on the row's place in a thread's rows).
+      if constexpr (Layer) out[h] = vfma(d * wv[h], vsplat(rs), vfma(xc, vsplat(-krs), vsplat(c)));
+      else out[h] = rs * vfma(xc, vsplat(-k), d * wv[h]);
     }
     if constexpr (Dw) st_chunk(dw, i, m, dwv);
     if constexpr (Db) st_chunk(db, i, m, dbv);
   };
+}
+
+// Pass C of one rms / layer row (pass_c_chunk). HasNext: beside it, pass A of the next row (pa),
+// whose terms are returned (write_row_beside: the next row's reads from memory overlap this
+// row's work and stores).
+template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasNext, class A>
+[[gnu::flatten]] RowTerms backward_write(const Row& row, const RowTerms& t, const void* w, float* dw, float* db,
+                                         std::int64_t n, bool nt, RowStream* next, const A& pa) {
+  const auto chunk = pass_c_chunk<T, Wt, Layer, Dw, Db, Split>(row, t, w, dw, db);
   if constexpr (HasNext) {
     double s[2];
     write_row_beside<T, true, Split>(row.dx, n, nt, chunk, [&](std::int64_t i, int m, vf16 (&acc)[2][2]) {
@@ -238,6 +253,88 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
   } else {
     write_row_pairs<T, true, Split>(row.dx, n, nt, chunk, next);
     return {};
+  }
+}
+
+// Pass C of a run of rows of one row group (rows, their terms; count of them) in column blocks:
+// block b (kSumBlock columns) of every row of the run, then block b + 1, so the block's dw / db
+// partials (4 KB each) stay in L1 while the run's rows add into them in row order, and the
+// run's x and dy (read by pass A a run earlier) come from L2 once. Beside it, in the same loop,
+// pass A of the next run (next, next_count), block after block of each row in row_sums' order:
+// its sums, so its terms (into next_terms), have the bits row_terms gives, while its reads from
+// memory overlap this run's work and dx's stores. The sweep this replaces (RunGrads) read the
+// run from L2 a second time after its pass C.
+template <DType T, DType Wt, bool Layer, bool Saved, bool Dw, bool Db, bool Split>
+[[gnu::flatten]] void run_beside(const NormBackwardArgs& a, const void* w, const Row* rows, const RowTerms* terms,
+                                 int count, const Row* next, RowTerms* next_terms, int next_count, float* dw,
+                                 float* db, bool nt) {
+  using A = PassA<T, Wt, Split, Layer, Saved>;
+  const std::int64_t n = a.x.n, nb = (n + kSumBlock - 1) / kSumBlock;
+  const std::int64_t uc = count * nb, ua = next_count * nb;
+  double s[2] = {0.0, 0.0};
+  for (std::int64_t u = 0; u < std::max(uc, ua); ++u) {
+    const int j = u < uc ? int(u % count) : 0, ja = u < ua ? int(u / nb) : 0;
+    const std::int64_t cb = u < uc ? (u / count) * kSumBlock : 0, ab = u < ua ? (u % nb) * kSumBlock : 0;
+    const std::int64_t lc = u < uc ? std::min(kSumBlock, n - cb) : 0, la = u < ua ? std::min(kSumBlock, n - ab) : 0;
+    const Row& row = rows[j];
+    const auto c = pass_c_chunk<T, Wt, Layer, Dw, Db, Split>(row, terms[j], w, dw, db);
+    const A pa(a, u < ua ? next[ja] : row, w);  // (a valid row where pass A is done)
+    vf16 acc[2][2] = {};
+    const auto write = [&](std::int64_t i, int m) {
+      vf16 v[2];
+      c(cb + i, m, v);
+      st_out_chunk<T, true, Split>(row.dx, cb + i, m, v, nt);
+    };
+    std::int64_t i = 0;
+    for (; i + 32 <= lc && i + 32 <= la; i += 32) pa.template sums<true>(ab + i, 32, acc), write(i, 32);
+    for (std::int64_t k = i; k < la; k += 32) {  // the rest of pass A's block: pairs, then by 16
+      if (k + 32 <= la) {
+        pa.template sums<true>(ab + k, 32, acc);
+      } else {
+        for (; k < la; k += 16) pa.template sums<false>(ab + k, int(std::min<std::int64_t>(16, la - k)), acc);
+      }
+    }
+    for (std::int64_t k = i; k < lc; k += 32) {  // the rest of pass C's block
+      if (k + 32 <= lc) {
+        write(k, 32);
+      } else {
+        for (; k < lc; k += 16) write(k, int(std::min<std::int64_t>(16, lc - k)));
+      }
+    }
+    if (u < ua) {
+      for (int q = 0; q < 2; ++q) s[q] += double(hsum16(acc[0][q] + acc[1][q]));
+      if (u % nb == nb - 1) next_terms[ja] = pa.terms(s, nullptr), s[0] = s[1] = 0.0;
+    }
+  }
+}
+
+// The rms / layer rows [lo, hi) of one thread with dw / db, pipelined (backward_rows' pipe), in
+// runs of R rows that never cross a row group: each run's pass C beside the next run's pass A
+// (run_beside); the thread's first run read by row_terms alone.
+template <DType T, DType Wt, bool Split, bool Layer, bool Saved, bool Dw, bool Db, class RowAt>
+void backward_runs(const NormBackwardArgs& a, const void* w, float* pdw, float* pdb, std::int64_t lo, std::int64_t hi,
+                   std::int64_t per_group, int R, bool nt, RowAt row_at) {
+  using A = PassA<T, Wt, Split, Layer, Saved>;
+  const std::int64_t n = a.x.n;
+  const auto run_end = [&](std::int64_t r) { return std::min({r + R, hi, (r / per_group + 1) * per_group}); };
+  Row rows[2][kRunMax];
+  RowTerms terms[2][kRunMax];
+  int cur = 0;
+  std::int64_t r = lo, e = run_end(lo);
+  for (std::int64_t q = r; q < e; ++q) rows[0][q - r] = row_at(q), terms[0][q - r] = row_terms(A(a, rows[0][q - r], w), nullptr);
+  while (r < hi) {
+    const std::int64_t gi = r / per_group;
+    float* dw = Dw ? pdw + gi * n : nullptr;
+    float* db = Db ? pdb + gi * n : nullptr;
+    if (r == lo || r == gi * per_group) {
+      if constexpr (Dw) std::fill_n(dw, n, 0.0f);
+      if constexpr (Db) std::fill_n(db, n, 0.0f);
+    }
+    const std::int64_t e2 = e < hi ? run_end(e) : e;
+    for (std::int64_t q = e; q < e2; ++q) rows[cur ^ 1][q - e] = row_at(q);
+    run_beside<T, Wt, Layer, Saved, Dw, Db, Split>(a, w, rows[cur], terms[cur], int(e - r), rows[cur ^ 1], terms[cur ^ 1],
+                                                   int(e2 - e), dw, db, nt);
+    cur ^= 1, r = e, e = e2;
   }
 }
 
@@ -259,6 +356,15 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   // 0: dw / db in pass C (also where dx is written over x or dy, which a run reads after it)
   const bool in_place = a.dx.data == a.x.data || a.dx.data == a.dy.data;
   const int R = (Dw || Db) && !in_place ? run_rows<T>(n) : 0;
+  // dweight alone (rms; layer without a bias) on rows of more than one block: pass C in column
+  // blocks beside the next run's pass A (backward_runs). AMD EPYC VM (AVX2), bf16 rms, against
+  // the sweep: 1.09–1.10× at 16384×8192, 0.98–1.09× at 4096², 0.96–1.12× at 65536×1024 (one
+  // block a row: left to the sweep). With dbias too, the two partials a row loads and stores
+  // from L1 cost more than the sweep saves (layer 32768×2048: 0.8×), so those runs keep the
+  // sweep (docs/perf/norm.md, session 35).
+  if constexpr (!Db)
+    if (pipe && R && n > kSumBlock && !dev_sweep_from_env())
+      return backward_runs<T, Wt, Split, Layer, Saved, Dw, Db>(a, w, pdw, pdb, lo, hi, per_group, R, nt, row_at);
   RunGrads<T, Layer, Dw, Db, Split> run;
   RowTerms t;
   for (std::int64_t r = lo; r < hi; ++r) {

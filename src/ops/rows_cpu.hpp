@@ -768,6 +768,20 @@ void row_sums(std::int64_t n, double (&out)[K], F f, RowStream* next) {
   }
 }
 
+// An output chunk (write_row_beside's c) stored at column i of dst: m == 32, the pair in
+// Split's order, non-temporal where nt (dst on a 64-byte boundary); m <= 16, v[0] in order, plainly.
+template <DType T, bool kNanLowZero, bool Split>
+SIXFOLD_VEC void st_out_chunk(void* dst, std::int64_t i, int m, const vf16 (&v)[2], bool nt) {
+  if (m == 32) {
+    if constexpr (kPairSplit<T, Split>) vstore_pair<T, kNanLowZero>(at<T>(dst, i), v[0], v[1], nt);
+    else vstore2<T, kNanLowZero>(at<T>(dst, i), v[0], v[1], nt);
+  } else if (m == 16) {
+    vstore<T>(at<T>(dst, i), v[0]);
+  } else {
+    vstore_part<T>(at<T>(dst, i), m, v[0]);
+  }
+}
+
 // One row's last pass (c(i, m, v): the chunk at column i with m lanes into v, as
 // write_rows_pairs' g for one row) beside the next row's first pass over memory (a(i, m, acc):
 // its chunk at i added into acc), chunk by chunk in row_sums' order (blocks of kSumBlock
@@ -788,16 +802,14 @@ inline void write_row_beside(void* dst, std::int64_t n, bool nt, C&& c, A&& a, d
       a(i, 32, acc);
       vf16 v[2];
       c(i, 32, v);
-      if constexpr (kPairSplit<T, Split>) vstore_pair<T, kNanLowZero>(at<T>(dst, i), v[0], v[1], nt);
-      else vstore2<T, kNanLowZero>(at<T>(dst, i), v[0], v[1], nt);
+      st_out_chunk<T, kNanLowZero, Split>(dst, i, 32, v, nt);
     }
     for (; i < end; i += 16) {
       const int m = int(std::min<std::int64_t>(16, end - i));
       a(i, m, acc);
       vf16 v[2];
       c(i, m, v);
-      if (m == 16) vstore<T>(at<T>(dst, i), v[0]);
-      else vstore_part<T>(at<T>(dst, i), m, v[0]);
+      st_out_chunk<T, kNanLowZero, Split>(dst, i, m, v, nt);
     }
     for (int k = 0; k < 2; ++k) s[k] += double(hsum16(acc[0][k] + acc[1][k]));
   }
