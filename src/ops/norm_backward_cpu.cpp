@@ -357,11 +357,11 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   const bool in_place = a.dx.data == a.x.data || a.dx.data == a.dy.data;
   const int R = (Dw || Db) && !in_place ? run_rows<T>(n) : 0;
   // dweight alone (rms; layer without a bias) on rows of more than one block: pass C in column
-  // blocks beside the next run's pass A (backward_runs). AMD EPYC VM (AVX2), bf16 rms, against
-  // the sweep: 1.09–1.10× at 16384×8192, 0.98–1.09× at 4096², 0.96–1.12× at 65536×1024 (one
-  // block a row: left to the sweep). With dbias too, the two partials a row loads and stores
-  // from L1 cost more than the sweep saves (layer 32768×2048: 0.8×), so those runs keep the
-  // sweep (docs/perf/norm.md, session 35).
+  // blocks beside the next run's pass A (backward_runs). AMD EPYC VM (Zen 5, AVX-512), bf16
+  // rms, against the sweep: 1.09–1.10× at 16384×8192, 0.98–1.09× at 4096², 0.96–1.12× at
+  // 65536×1024 (one block a row: left to the sweep). With dbias too, the two partials a row
+  // loads and stores from L1 cost more than the sweep saves (layer 32768×2048: 0.8×), so those
+  // runs keep the sweep (docs/perf/norm.md, session 35).
   if constexpr (!Db)
     if (pipe && R && n > kSumBlock && !dev_sweep_from_env())
       return backward_runs<T, Wt, Split, Layer, Saved, Dw, Db>(a, w, pdw, pdb, lo, hi, per_group, R, nt, row_at);
