@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "norm_entries.hpp"
@@ -256,6 +257,21 @@ template <DType T, DType Wt, bool Layer, bool Dw, bool Db, bool Split, bool HasN
   }
 }
 
+// Row r's row-group partial rows of dw / db (null where not wanted), zeroed at the group's
+// first row, or at r = lo, the first row of a thread (whose ranges start at a group).
+template <bool Dw, bool Db>
+std::pair<float*, float*> group_partials(float* pdw, float* pdb, std::int64_t r, std::int64_t lo,
+                                         std::int64_t per_group, std::int64_t n) {
+  const std::int64_t gi = r / per_group;
+  float* dw = Dw ? pdw + gi * n : nullptr;
+  float* db = Db ? pdb + gi * n : nullptr;
+  if (r == lo || r == gi * per_group) {
+    if constexpr (Dw) std::fill_n(dw, n, 0.0f);
+    if constexpr (Db) std::fill_n(db, n, 0.0f);
+  }
+  return {dw, db};
+}
+
 // Pass C of a run of rows of one row group (rows, their terms; count of them) in column blocks:
 // block b (kSumBlock columns) of every row of the run, then block b + 1, so the block's dw / db
 // partials (4 KB each) stay in L1 while the run's rows add into them in row order, and the
@@ -323,13 +339,7 @@ void backward_runs(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   std::int64_t r = lo, e = run_end(lo);
   for (std::int64_t q = r; q < e; ++q) rows[0][q - r] = row_at(q), terms[0][q - r] = row_terms(A(a, rows[0][q - r], w), nullptr);
   while (r < hi) {
-    const std::int64_t gi = r / per_group;
-    float* dw = Dw ? pdw + gi * n : nullptr;
-    float* db = Db ? pdb + gi * n : nullptr;
-    if (r == lo || r == gi * per_group) {
-      if constexpr (Dw) std::fill_n(dw, n, 0.0f);
-      if constexpr (Db) std::fill_n(db, n, 0.0f);
-    }
+    const auto [dw, db] = group_partials<Dw, Db>(pdw, pdb, r, lo, per_group, n);
     const std::int64_t e2 = e < hi ? run_end(e) : e;
     for (std::int64_t q = e; q < e2; ++q) rows[cur ^ 1][q - e] = row_at(q);
     run_beside<T, Wt, Layer, Saved, Dw, Db, Split>(a, w, rows[cur], terms[cur], int(e - r), rows[cur ^ 1], terms[cur ^ 1],
@@ -368,13 +378,7 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   RunGrads<T, Layer, Dw, Db, Split> run;
   RowTerms t;
   for (std::int64_t r = lo; r < hi; ++r) {
-    const std::int64_t gi = r / per_group;
-    float* dw = Dw ? pdw + gi * n : nullptr;
-    float* db = Db ? pdb + gi * n : nullptr;
-    if (r == lo || r == gi * per_group) {
-      if constexpr (Dw) std::fill_n(dw, n, 0.0f);
-      if constexpr (Db) std::fill_n(db, n, 0.0f);
-    }
+    const auto [dw, db] = group_partials<Dw, Db>(pdw, pdb, r, lo, per_group, n);
     const Row row = row_at(r);
     const A here(a, row, w);
     if (!pipe || r == lo) t = row_terms(here, next);
