@@ -494,8 +494,10 @@ TEST(NormBackward, CpuRowsIndependentOfTheirNeighbours) {
     std::normal_distribution<float> nd(0.5f, 1.0f);
     const auto nn = static_cast<std::size_t>(n);
     std::vector<float> base(3 * nn * rows + 64), w(nn), dw(nn), db(nn), one(nn + 20);
-    const std::size_t off = (64 - reinterpret_cast<std::uintptr_t>(base.data()) % 64) / 4 + 4;  // 16 B past 64
-    float* x = base.data() + off;
+    const auto off16 = [](std::vector<float>& v) {  // 16 bytes past a 64-byte boundary
+      return v.data() + (64 - reinterpret_cast<std::uintptr_t>(v.data()) % 64) / 4 + 4;
+    };
+    float* x = off16(base);
     float* dy = x + rows * n;
     float* dx = dy + rows * n;
     for (std::int64_t i = 0; i < 2 * rows * n; ++i) x[i] = nd(gen);
@@ -508,7 +510,7 @@ TEST(NormBackward, CpuRowsIndependentOfTheirNeighbours) {
     };
     call(x, dy, dx, rows);
     for (std::int64_t r = 0; r < rows; r += (r % 2 == 0 ? 1 : 97)) {  // pairs of neighbours
-      float* alone = one.data() + (64 - reinterpret_cast<std::uintptr_t>(one.data()) % 64) / 4 + 4;  // 16 B past 64
+      float* alone = off16(one);
       call(x + r * n, dy + r * n, alone, 1);
       ASSERT_EQ(std::memcmp(alone, dx + r * n, nn * 4), 0) << kind_name(k) << " row " << r;
     }

@@ -272,18 +272,18 @@ std::pair<float*, float*> group_partials(float* pdw, float* pdb, std::int64_t r,
   return {dw, db};
 }
 
-// Pass C of a run of rows of one row group (rows, their terms; count of them) in column blocks:
-// block b (kSumBlock columns) of every row of the run, then block b + 1, so the block's dw / db
-// partials (4 KB each) stay in L1 while the run's rows add into them in row order, and the
+// Pass C of a run of rows of one row group (rows, their terms; count of them) in column blocks,
+// dw added in it: block b (kSumBlock columns) of every row of the run, then block b + 1, so the
+// block's dw partial (4 KB) stays in L1 while the run's rows add into them in row order, and the
 // run's x and dy (read by pass A a run earlier) come from L2 once. Beside it, in the same loop,
 // pass A of the next run (next, next_count), block after block of each row in row_sums' order:
 // its sums, so its terms (into next_terms), have the bits row_terms gives, while its reads from
 // memory overlap this run's work and dx's stores. The sweep this replaces (RunGrads) read the
 // run from L2 a second time after its pass C.
-template <DType T, DType Wt, bool Layer, bool Saved, bool Dw, bool Db, bool Split>
+template <DType T, DType Wt, bool Layer, bool Saved, bool Split>
 [[gnu::flatten]] void run_beside(const NormBackwardArgs& a, const void* w, const Row* rows, const RowTerms* terms,
                                  int count, const Row* next, RowTerms* next_terms, int next_count, float* dw,
-                                 float* db, bool nt) {
+                                 bool nt) {
   using A = PassA<T, Wt, Split, Layer, Saved>;
   const std::int64_t n = a.x.n, nb = (n + kSumBlock - 1) / kSumBlock;
   const std::int64_t uc = count * nb, ua = next_count * nb;
@@ -293,7 +293,7 @@ template <DType T, DType Wt, bool Layer, bool Saved, bool Dw, bool Db, bool Spli
     const std::int64_t cb = u < uc ? (u / count) * kSumBlock : 0, ab = u < ua ? (u % nb) * kSumBlock : 0;
     const std::int64_t lc = u < uc ? std::min(kSumBlock, n - cb) : 0, la = u < ua ? std::min(kSumBlock, n - ab) : 0;
     const Row& row = rows[j];
-    const auto c = pass_c_chunk<T, Wt, Layer, Dw, Db, Split>(row, terms[j], w, dw, db);
+    const auto c = pass_c_chunk<T, Wt, Layer, true, false, Split>(row, terms[j], w, dw, nullptr);
     const A pa(a, u < ua ? next[ja] : row, w);  // (a valid row where pass A is done)
     vf16 acc[2][2] = {};
     const auto write = [&](std::int64_t i, int m) {
@@ -301,22 +301,18 @@ template <DType T, DType Wt, bool Layer, bool Saved, bool Dw, bool Db, bool Spli
       c(cb + i, m, v);
       st_out_chunk<T, true, Split>(row.dx, cb + i, m, v, nt);
     };
+    // Columns [i, len) of a block in row_sums' chunks: pairs of 32, then the tail by 16.
+    const auto rest = [](std::int64_t i, std::int64_t len, auto&& f) {
+      for (; i + 32 <= len; i += 32) f(i, 32);
+      for (; i < len; i += 16) f(i, int(std::min<std::int64_t>(16, len - i)));
+    };
     std::int64_t i = 0;
     for (; i + 32 <= lc && i + 32 <= la; i += 32) pa.template sums<true>(ab + i, 32, acc), write(i, 32);
-    for (std::int64_t k = i; k < la; k += 32) {  // the rest of pass A's block: pairs, then by 16
-      if (k + 32 <= la) {
-        pa.template sums<true>(ab + k, 32, acc);
-      } else {
-        for (; k < la; k += 16) pa.template sums<false>(ab + k, int(std::min<std::int64_t>(16, la - k)), acc);
-      }
-    }
-    for (std::int64_t k = i; k < lc; k += 32) {  // the rest of pass C's block
-      if (k + 32 <= lc) {
-        write(k, 32);
-      } else {
-        for (; k < lc; k += 16) write(k, int(std::min<std::int64_t>(16, lc - k)));
-      }
-    }
+    rest(i, la, [&](std::int64_t k, int m) {
+      if (m == 32) pa.template sums<true>(ab + k, 32, acc);
+      else pa.template sums<false>(ab + k, m, acc);
+    });
+    rest(i, lc, write);
     if (u < ua) {
       for (int q = 0; q < 2; ++q) s[q] += double(hsum16(acc[0][q] + acc[1][q]));
       if (u % nb == nb - 1) next_terms[ja] = pa.terms(s, nullptr), s[0] = s[1] = 0.0;
@@ -324,11 +320,11 @@ template <DType T, DType Wt, bool Layer, bool Saved, bool Dw, bool Db, bool Spli
   }
 }
 
-// The rms / layer rows [lo, hi) of one thread with dw / db, pipelined (backward_rows' pipe), in
-// runs of R rows that never cross a row group: each run's pass C beside the next run's pass A
+// The rms / layer rows [lo, hi) of one thread with dw (no db), pipelined (backward_rows' pipe),
+// in runs of R rows that never cross a row group: each run's pass C beside the next run's pass A
 // (run_beside); the thread's first run read by row_terms alone.
-template <DType T, DType Wt, bool Split, bool Layer, bool Saved, bool Dw, bool Db, class RowAt>
-void backward_runs(const NormBackwardArgs& a, const void* w, float* pdw, float* pdb, std::int64_t lo, std::int64_t hi,
+template <DType T, DType Wt, bool Split, bool Layer, bool Saved, class RowAt>
+void backward_runs(const NormBackwardArgs& a, const void* w, float* pdw, std::int64_t lo, std::int64_t hi,
                    std::int64_t per_group, int R, bool nt, RowAt row_at) {
   using A = PassA<T, Wt, Split, Layer, Saved>;
   const std::int64_t n = a.x.n;
@@ -339,11 +335,11 @@ void backward_runs(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   std::int64_t r = lo, e = run_end(lo);
   for (std::int64_t q = r; q < e; ++q) rows[0][q - r] = row_at(q), terms[0][q - r] = row_terms(A(a, rows[0][q - r], w), nullptr);
   while (r < hi) {
-    const auto [dw, db] = group_partials<Dw, Db>(pdw, pdb, r, lo, per_group, n);
+    float* const dw = group_partials<true, false>(pdw, nullptr, r, lo, per_group, n).first;
     const std::int64_t e2 = e < hi ? run_end(e) : e;
     for (std::int64_t q = e; q < e2; ++q) rows[cur ^ 1][q - e] = row_at(q);
-    run_beside<T, Wt, Layer, Saved, Dw, Db, Split>(a, w, rows[cur], terms[cur], int(e - r), rows[cur ^ 1], terms[cur ^ 1],
-                                                   int(e2 - e), dw, db, nt);
+    run_beside<T, Wt, Layer, Saved, Split>(a, w, rows[cur], terms[cur], int(e - r), rows[cur ^ 1], terms[cur ^ 1],
+                                           int(e2 - e), dw, nt);
     cur ^= 1, r = e, e = e2;
   }
 }
@@ -372,9 +368,9 @@ void backward_rows(const NormBackwardArgs& a, const void* w, float* pdw, float* 
   // 65536×1024 (one block a row: left to the sweep). With dbias too, the two partials a row
   // loads and stores from L1 cost more than the sweep saves (layer 32768×2048: 0.8×), so those
   // runs keep the sweep (docs/perf/norm.md, session 35).
-  if constexpr (!Db)
+  if constexpr (Dw && !Db)
     if (pipe && R && n > kSumBlock && !dev_sweep_from_env())
-      return backward_runs<T, Wt, Split, Layer, Saved, Dw, Db>(a, w, pdw, pdb, lo, hi, per_group, R, nt, row_at);
+      return backward_runs<T, Wt, Split, Layer, Saved>(a, w, pdw, lo, hi, per_group, R, nt, row_at);
   RunGrads<T, Layer, Dw, Db, Split> run;
   RowTerms t;
   for (std::int64_t r = lo; r < hi; ++r) {
